@@ -1,0 +1,1 @@
+"""The headless bridge: the transport behind the internal API and sub-agent requests."""

@@ -1,0 +1,153 @@
+"""BridgeTransport: the smallest complete transport, and the catch-all owner of channels.
+
+Posting is not a network call: replies accumulate in memory for the waiting request (an API
+``message`` call, a bridge request) to collect as one string. It has no queue of its own; the
+engine's per-channel queue is the only one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+
+from iris_runtime.engine.core import Engine
+from iris_runtime.engine.runs import RunTicket
+from iris_runtime.engine.transport import (
+    ChannelInfo,
+    ChannelState,
+    ToolEvent,
+    TransportEvent,
+    TransportPromptProfile,
+    UserInfo,
+)
+from iris_runtime.errors import IrisError
+
+log = logging.getLogger(__name__)
+
+
+def _no_directory(channels: list[ChannelInfo], users: list[UserInfo]) -> str:
+    return "This conversation is headless: there is no channel or user directory."
+
+
+BRIDGE_PROFILE = TransportPromptProfile(
+    transport_id="bridge",
+    identity_line=(
+        "You are Iris, an orchestrator for specialized sub-agents, answering a program or another "
+        "agent over a headless HTTP connection."
+    ),
+    formatting_section=(
+        "Replies are returned verbatim as one string. Use plain text or CommonMark Markdown; "
+        "nothing renders it for you, so keep structure simple."
+    ),
+    directory_section=_no_directory,
+    silent_note="Reply with exactly [SILENT] when no answer is needed; the caller then gets an "
+    "empty reply.",
+    attach_note="The attach tool records a file for the caller; mention its path in your reply.",
+    attachments_tag_name="attachments",
+    max_message_chars=100_000,
+)
+
+
+class BridgeContext:
+    """Reply plumbing for one bridge run: everything folds into one accumulator."""
+
+    def __init__(self, event: TransportEvent, on_status: Callable[[str], None] | None = None) -> None:
+        self.transport_id = BRIDGE_PROFILE.transport_id
+        self.message = event
+        self.channel_name: str | None = None
+        self.channels: list[ChannelInfo] = []
+        self.users: list[UserInfo] = []
+        self.on_tool_event: Callable[[ToolEvent], None] | None = None
+        self._parts: list[str] = []
+        self._lock = threading.Lock()
+        self._on_status = on_status
+        self.files: list[tuple[str, str | None]] = []
+
+    def respond(self, text: str, should_log: bool = True) -> None:
+        with self._lock:
+            self._parts.append(text)
+
+    def replace_message(self, text: str) -> None:
+        with self._lock:
+            self._parts = [text]
+
+    def respond_in_thread(self, text: str) -> None:
+        self.respond(text)
+
+    def set_typing(self, is_typing: bool) -> None:
+        return None
+
+    def upload_file(self, file_path: str, title: str | None = None) -> None:
+        self.files.append((file_path, title))
+
+    def set_working(self, working: bool) -> None:
+        return None
+
+    def delete_message(self) -> None:
+        with self._lock:
+            self._parts = []
+
+    def accumulated_text(self) -> str:
+        with self._lock:
+            return "\n\n".join(self._parts)
+
+    def set_status(self, text: str) -> None:
+        if self._on_status is not None:
+            self._on_status(text)
+
+
+class BridgeTransport:
+    transport_id = "bridge"
+    prompt_profile = BRIDGE_PROFILE
+    stop_command_hint = "POST /sessions/<id>/stop"
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._message_ids = itertools.count(1)
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    def owns_channel(self, channel_id: str) -> bool:
+        return True  # the catch-all: whatever no other transport claims
+
+    def channels(self) -> list[ChannelInfo]:
+        return []
+
+    def users(self) -> list[UserInfo]:
+        return []
+
+    def post_message(self, channel_id: str, text: str) -> str:
+        # Nobody reads a headless channel unprompted; the text is kept in the channel's log.
+        self._engine.sessions.append_message(channel_id, "assistant", text, posted=True)
+        return str(next(self._message_ids))
+
+    def update_message(self, channel_id: str, message_id: str, text: str) -> None:
+        return None
+
+    def enqueue_event(self, event: TransportEvent) -> bool:
+        try:
+            self._engine.submit(self, event, is_event=True)
+        except IrisError as exc:
+            log.warning("dropping event for %s: %s", event.channel, exc.message)
+            return False
+        return True
+
+    def create_context(
+        self, event: TransportEvent, state: ChannelState, is_event: bool = False
+    ) -> BridgeContext:
+        return BridgeContext(event)
+
+    # -- SessionInjector ----------------------------------------------------------------------
+
+    def inject_session_message(self, event: TransportEvent) -> RunTicket:
+        return self._engine.submit(self, event)
+
+    def reset_session_context(self, channel_id: str) -> None:
+        self._engine.sessions.reset(channel_id)
+

@@ -1,0 +1,38 @@
+"""Helpers shared by subcommands."""
+
+from __future__ import annotations
+
+import click
+
+from iris_runtime.config import Settings
+from iris_runtime.errors import ConfigError
+
+
+def load_settings() -> Settings:
+    try:
+        return Settings.from_env()
+    except ConfigError as exc:
+        raise click.ClickException(f"configuration error: {exc.message}") from None
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be bound right now, or None when it can."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+def listen_ports(settings: Settings) -> dict[str, int]:
+    ports = {"IRIS_API_PORT": settings.api_port}
+    if settings.webui_port:
+        ports["IRIS_WEBUI_PORT"] = settings.webui_port
+    if settings.bridge_port:
+        ports["BRIDGE_PORT"] = settings.bridge_port
+    return ports

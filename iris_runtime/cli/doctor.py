@@ -1,0 +1,96 @@
+"""``iris doctor``: the effective configuration (secrets masked) and what would stop Iris."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import click
+
+from iris_runtime.cli.common import listen_ports, port_problem
+from iris_runtime.config import Settings
+from iris_runtime.errors import ConfigError
+from iris_runtime.plugins import PluginHost
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+
+
+def _data_dir_checks(settings: Settings) -> list[Check]:
+    path = settings.data_dir
+    if not path.exists():
+        return [Check("data_dir", "warn", f"{path} does not exist yet (created on first serve)")]
+    checks = []
+    mode = path.stat().st_mode & 0o777
+    if not os.access(path, os.W_OK):
+        checks.append(Check("data_dir", "fail", f"{path} is not writable"))
+    elif mode & 0o077:
+        checks.append(Check("data_dir", "warn", f"{path} is mode {mode:o}; expected 700"))
+    else:
+        checks.append(Check("data_dir", "ok", f"{path} (mode {mode:o})"))
+    token = settings.token_file
+    if token.exists() and token.stat().st_mode & 0o077:
+        checks.append(Check("token_file", "fail", f"{token} is readable by others; chmod 600"))
+    return checks
+
+
+def _port_checks(settings: Settings) -> list[Check]:
+    out = []
+    for name, port in listen_ports(settings).items():
+        problem = port_problem(settings.api_host, port)
+        status, detail = ("warn", f"{problem} (is Iris already running?)") if problem else ("ok", "free")
+        out.append(Check(name, status, f"{settings.api_host}:{port} {detail}"))
+    return out
+
+
+def _plugin_checks(settings: Settings) -> list[Check]:
+    host = PluginHost(settings)
+    checks = [Check(f"plugin:{n}", "fail", p) for n, p in host.errors.items()]
+    names = ", ".join(p.name for p in host.plugins())
+    checks.append(Check("plugins", "ok", names))
+    providers = host.providers()
+    if settings.provider in providers:
+        checks.append(Check("provider", "ok", settings.provider))
+    else:
+        checks.append(Check("provider", "fail", f"{settings.provider!r} is not installed "
+                                               f"(known: {', '.join(sorted(providers))})"))
+    return checks
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    token_state = "set" if settings.api_token else (
+        "in token file" if settings.token_file.exists() else "not set (created on first serve)")
+    return [
+        Check("api_token", "ok", token_state),
+        *_data_dir_checks(settings),
+        *_port_checks(settings),
+        *_plugin_checks(settings),
+    ]
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def doctor(as_json: bool) -> None:
+    """Show the effective configuration and check the installation."""
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        raise click.ClickException(f"configuration error: {exc.message}") from None
+    checks = run_checks(settings)
+    if as_json:
+        click.echo(json.dumps({"settings": settings.masked(),
+                               "checks": [c.__dict__ for c in checks]}, indent=2))
+    else:
+        click.echo("Configuration:")
+        for key, value in settings.masked().items():
+            click.echo(f"  {key:<24} {value}")
+        click.echo("Checks:")
+        for check in checks:
+            click.echo(f"  [{check.status:>4}] {check.name:<18} {check.detail}")
+    if any(c.status == "fail" for c in checks):
+        raise SystemExit(1)

@@ -1,0 +1,133 @@
+"""``iris serve``: the runtime under gunicorn (gthread, one worker, many threads).
+
+One worker because the engine keeps in-process state (runs, watchers, queues); scale-out is more
+hosts and more sub-agents. The app is built after fork, in the worker, so the engine's threads
+live in the process that serves requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any
+
+import click
+from gunicorn.app.base import BaseApplication
+
+from iris_runtime.cli.common import listen_ports, load_settings, port_problem
+from iris_runtime.config import Settings, ensure_api_token
+from iris_runtime.errors import ConfigError
+from iris_runtime.plugins import PluginHost
+from iris_runtime.runtime import prepare_data_dir
+from iris_runtime.web.app import create_app
+
+log = logging.getLogger(__name__)
+
+
+def _runtime_of(worker: Any) -> Any:
+    return getattr(getattr(worker, "wsgi", None), "runtime", None)
+
+
+def _post_worker_init(worker: Any) -> None:
+    """Abort runs as soon as SIGTERM arrives, so waiting requests resolve inside the grace
+    period instead of being cut off when it ends."""
+    runtime = _runtime_of(worker)
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: Any) -> None:
+        if runtime is not None:
+            threading.Thread(target=runtime.engine.begin_shutdown, name="iris-shutdown").start()
+        if callable(previous):
+            previous(signum, frame)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.siginterrupt(signal.SIGTERM, False)
+
+
+def _stop_runtime(worker: Any) -> None:
+    runtime = _runtime_of(worker)
+    if runtime is not None:
+        runtime.stop()
+
+
+def _worker_exit(server: Any, worker: Any) -> None:
+    _stop_runtime(worker)
+
+
+class IrisServer(BaseApplication):  # type: ignore[misc]
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        super().__init__()
+
+    def load_config(self) -> None:
+        s = self.settings
+        binds = [f"{s.api_host}:{port}" for port in listen_ports(s).values()]
+        options: dict[str, Any] = {
+            "bind": binds,
+            "workers": 1,
+            "worker_class": "gthread",
+            "threads": s.threads,
+            "timeout": 60,
+            "graceful_timeout": 15,
+            "keepalive": 5,
+            "proc_name": f"iris-{s.agent_name or 'main'}",
+            "control_socket": str(s.control_socket),
+            "control_socket_mode": 0o600,
+            "loglevel": s.log_level,
+            "errorlog": "-",
+            "post_worker_init": _post_worker_init,
+            "worker_int": _stop_runtime,
+            "worker_exit": _worker_exit,
+        }
+        for key, value in options.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return create_app(self.settings, start=True)
+
+
+def check_startup(settings: Settings) -> None:
+    """Fail fast, with the reason, before gunicorn starts retrying binds."""
+    for name, port in listen_ports(settings).items():
+        problem = port_problem(settings.api_host, port)
+        if problem:
+            raise click.ClickException(
+                f"cannot listen on {settings.api_host}:{port} ({name}): {problem}. "
+                "Is another Iris already running? Choose another port or stop it."
+            )
+    host = PluginHost(settings)
+    if host.errors:
+        lines = "\n".join(f"  {name}: {problem}" for name, problem in host.errors.items())
+        raise click.ClickException(f"plugins failed to load:\n{lines}")
+    if settings.provider not in host.providers():
+        raise click.ClickException(f"IRIS_PROVIDER={settings.provider!r} is not installed")
+
+
+@click.command()
+@click.option("--agent", "agent_name", help="Run as the sub-agent NAME (sets AGENT_NAME).")
+@click.option("--bridge-port", type=int, help="Sub-agent bridge port (sets BRIDGE_PORT).")
+def serve(agent_name: str | None, bridge_port: int | None) -> None:
+    """Start Iris (internal API on IRIS_API_HOST:IRIS_API_PORT, default 127.0.0.1:3000)."""
+    settings = load_settings()
+    if agent_name or bridge_port:
+        import os
+
+        env = dict(settings.env)
+        if agent_name:
+            env["AGENT_NAME"] = agent_name
+        if bridge_port:
+            env["BRIDGE_PORT"] = str(bridge_port)
+        os.environ.update({k: env[k] for k in ("AGENT_NAME", "BRIDGE_PORT") if k in env})
+        settings = load_settings()
+    try:
+        prepare_data_dir(settings)
+        settings = ensure_api_token(settings)
+    except (OSError, ConfigError) as exc:
+        raise click.ClickException(f"data dir {settings.data_dir}: {exc}") from None
+    settings.control_socket.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    check_startup(settings)
+    source = "IRIS_API_TOKEN" if settings.env.get("IRIS_API_TOKEN") else str(settings.token_file)
+    click.echo(f"Iris API on http://{settings.api_host}:{settings.api_port} "
+               f"(data {settings.data_dir}; API token in {source})", err=True)
+    IrisServer(settings).run()

@@ -1,0 +1,202 @@
+"""Configuration: one frozen :class:`Settings` built from the environment.
+
+This is the only module that reads ``os.environ``. Everything else receives a ``Settings``. It
+imports no Flask so the engine and the CLI can use it freely.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from types import MappingProxyType
+
+from iris_runtime.errors import ConfigError
+
+DEFAULT_DATA_DIR = ".iris-data"
+TOKEN_FILE_NAME = "api-token"
+
+# Field names whose values never leave the process unmasked (doctor, logs, reprs).
+SECRET_FIELDS = frozenset({"api_token"})
+
+
+def _env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, got {value}")
+    return value
+
+
+def _env_port(env: Mapping[str, str], name: str) -> int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    port = _env_int(env, name, 0, minimum=1)
+    if port > 65535:
+        raise ConfigError(f"{name} must be a TCP port (1-65535), got {port}")
+    return port
+
+
+def _env_bool(env: Mapping[str, str], name: str) -> bool:
+    return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_list(env: Mapping[str, str], name: str) -> tuple[str, ...] | None:
+    """A comma-separated list; ``None`` when the variable is unset (meaning "no restriction")."""
+    if name not in env:
+        return None
+    return tuple(item.strip() for item in env[name].split(",") if item.strip())
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The effective configuration of one Iris process."""
+
+    data_dir: Path
+    api_host: str = "127.0.0.1"
+    api_port: int = 3000
+    api_token: str = field(default="", repr=False)
+    webui_port: int | None = None
+    bridge_port: int | None = None
+    agent_name: str | None = None
+    provider: str = "offline"
+    model: str = ""
+    max_body_bytes: int = 25 * 1024 * 1024
+    max_turns: int = 40
+    threads: int = 32
+    sse_heartbeat_seconds: float = 15.0
+    lane_main: int = 4
+    lane_subagent: int = 4
+    lane_events: int = 2
+    bash_timeout_seconds: float = 300.0
+    tool_output_max_chars: int = 30_000
+    load_plugins: tuple[str, ...] | None = None
+    trace_plugins: bool = False
+    log_level: str = "info"
+    # A read-only snapshot of the environment for plugins that own their variables
+    # (TELEGRAM_BOT_TOKEN and friends). Never printed.
+    env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = dict(os.environ if environ is None else environ)
+        agent_name = env.get("AGENT_NAME", "").strip() or None
+        bridge_port = _env_port(env, "BRIDGE_PORT")
+        default_api_port = bridge_port + 100 if bridge_port else 3000
+        data_dir = Path(env.get("IRIS_DATA_DIR", "").strip() or DEFAULT_DATA_DIR).expanduser()
+        settings = cls(
+            data_dir=data_dir.resolve(),
+            api_host=env.get("IRIS_API_HOST", "").strip() or "127.0.0.1",
+            api_port=_env_port(env, "IRIS_API_PORT") or default_api_port,
+            api_token=env.get("IRIS_API_TOKEN", "").strip(),
+            webui_port=_env_port(env, "IRIS_WEBUI_PORT"),
+            bridge_port=bridge_port,
+            agent_name=agent_name,
+            provider=env.get("IRIS_PROVIDER", "").strip() or "offline",
+            model=env.get("IRIS_MODEL", "").strip(),
+            max_body_bytes=_env_int(env, "IRIS_MAX_BODY_BYTES", 25 * 1024 * 1024, minimum=1024),
+            max_turns=_env_int(env, "IRIS_MAX_TURNS", 40, minimum=1),
+            threads=_env_int(env, "IRIS_THREADS", 32, minimum=4),
+            sse_heartbeat_seconds=_env_float(env, "IRIS_SSE_HEARTBEAT_SECONDS", 15.0),
+            lane_main=_env_int(env, "IRIS_LANE_MAIN", 4, minimum=1),
+            lane_subagent=_env_int(env, "IRIS_LANE_SUBAGENT", 4, minimum=1),
+            lane_events=_env_int(env, "IRIS_LANE_EVENTS", 2, minimum=1),
+            bash_timeout_seconds=_env_float(env, "IRIS_BASH_TIMEOUT_SECONDS", 300.0),
+            tool_output_max_chars=_env_int(env, "IRIS_TOOL_OUTPUT_MAX_CHARS", 30_000, minimum=100),
+            load_plugins=_env_list(env, "IRIS_LOAD_PLUGINS"),
+            trace_plugins=_env_bool(env, "IRIS_TRACE_PLUGINS"),
+            log_level=env.get("IRIS_LOG_LEVEL", "").strip().lower() or "info",
+            env=MappingProxyType(env),
+        )
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        ports = {"IRIS_API_PORT": self.api_port}
+        if self.webui_port:
+            ports["IRIS_WEBUI_PORT"] = self.webui_port
+        if self.bridge_port:
+            ports["BRIDGE_PORT"] = self.bridge_port
+        if len(set(ports.values())) != len(ports):
+            raise ConfigError(f"ports must differ: {ports}")
+        if self.log_level not in {"debug", "info", "warning", "error", "critical"}:
+            raise ConfigError(f"IRIS_LOG_LEVEL must be debug/info/warning/error, not {self.log_level!r}")
+
+    @property
+    def token_file(self) -> Path:
+        return self.data_dir / TOKEN_FILE_NAME
+
+    @property
+    def workspace(self) -> Path:
+        """The agent's own folder: CONSTITUTION.md, MEMORY.md, skills/ and tool work."""
+        return self.data_dir
+
+    @property
+    def control_socket(self) -> Path:
+        # gunicorn 27 shares one control socket path by default; each Iris gets its own.
+        return self.data_dir / "run" / f"gunicorn-{self.api_port}.ctl"
+
+    def with_token(self, token: str) -> Settings:
+        from dataclasses import replace
+
+        return replace(self, api_token=token)
+
+    def masked(self) -> dict[str, object]:
+        """The settings as plain values, secrets masked, for ``iris doctor``."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            if f.name == "env":
+                continue
+            value = getattr(self, f.name)
+            if f.name in SECRET_FIELDS:
+                value = mask(str(value))
+            elif isinstance(value, Path):
+                value = str(value)
+            out[f.name] = value
+        return out
+
+
+def mask(secret: str) -> str:
+    """Enough to tell two secrets apart, never enough to use one."""
+    if not secret:
+        return "(unset)"
+    return f"****{secret[-4:]}" if len(secret) >= 16 else "****"
+
+
+def ensure_api_token(settings: Settings) -> Settings:
+    """Settings with an API token: from the environment, else the data dir's token file
+    (created with mode 0600 on first use)."""
+    if settings.api_token:
+        return settings
+    path = settings.token_file
+    if path.exists():
+        token = path.read_text(encoding="utf-8").strip()
+        if token:
+            return settings.with_token(token)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(token + "\n")
+    return settings.with_token(token)

@@ -1,0 +1,89 @@
+"""Paths from channel ids and file names: the only way to build one (no traversal, no odd names).
+
+Channel ids come from chat platforms, API callers and event files; file names from uploads. Both
+are validated here before any path is built from them, and the resolved result is checked to stay
+inside the data dir, so a hostile id can never escape it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from iris_runtime.errors import InvalidInput
+
+# Letters, digits and a few separators platforms use (Slack "C123.456", Telegram "tg--100123").
+_CHANNEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}")
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+SESSION_PREFIX = "SESSION-"
+MAX_FILENAME_BYTES = 200
+# Top-level names of the data dir that a channel must never alias.
+_RESERVED = frozenset({"bridge-jobs", "events", "audit", "skills", "run", "state.db", "agents.json"})
+
+
+def validate_channel_id(channel_id: str) -> str:
+    if not _CHANNEL_ID.fullmatch(channel_id) or ".." in channel_id:
+        raise InvalidInput(
+            f"invalid channel id {channel_id[:80]!r}: use letters, digits and . _ @ + - "
+            "(at most 200, starting with a letter or digit)",
+            code="invalid_channel_id",
+        )
+    if channel_id in _RESERVED:
+        raise InvalidInput(f"channel id {channel_id!r} is reserved", code="invalid_channel_id")
+    return channel_id
+
+
+def validate_session_id(session_id: str) -> str:
+    if not _SESSION_ID.fullmatch(session_id) or ".." in session_id:
+        raise InvalidInput(
+            f"invalid session id {session_id[:80]!r}: use letters, digits and . _ - "
+            "(at most 128, starting with a letter or digit)",
+            code="invalid_session_id",
+        )
+    return session_id
+
+
+def session_channel(session_id: str) -> str:
+    """The channel that backs an internal-API session."""
+    return SESSION_PREFIX + validate_session_id(session_id)
+
+
+def validate_filename(name: str) -> str:
+    """A bare file name: no separators, no dot-dot, no NUL or control characters."""
+    problem = None
+    if not name or name in {".", ".."}:
+        problem = "is empty or a dot name"
+    elif "/" in name or "\\" in name:
+        problem = "contains a path separator"
+    elif ".." in name:
+        problem = "contains '..'"
+    elif any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        problem = "contains NUL or control characters"
+    elif len(name.encode("utf-8", "surrogatepass")) > MAX_FILENAME_BYTES:
+        problem = f"is longer than {MAX_FILENAME_BYTES} bytes"
+    elif name.startswith("."):
+        problem = "starts with a dot"
+    if problem:
+        raise InvalidInput(f"invalid file name {name[:80]!r}: it {problem}", code="invalid_filename")
+    return name
+
+
+def _inside(base: Path, candidate: Path) -> Path:
+    resolved = candidate.resolve()
+    if not resolved.is_relative_to(base.resolve()):
+        raise InvalidInput("path escapes its directory", code="path_traversal")
+    return resolved
+
+
+def resolve_channel_dir(data_dir: Path, channel_id: str, *, create: bool = False) -> Path:
+    """The folder that holds one channel's log and attachments."""
+    directory = _inside(data_dir, data_dir / validate_channel_id(channel_id))
+    if create:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return directory
+
+
+def resolve_channel_path(data_dir: Path, channel_id: str, *names: str) -> Path:
+    """A file inside a channel's folder, e.g. ``(data, "SESSION-a", "attachments", "x.pdf")``."""
+    directory = resolve_channel_dir(data_dir, channel_id)
+    return _inside(directory, directory.joinpath(*(validate_filename(n) for n in names)))

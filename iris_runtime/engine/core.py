@@ -1,0 +1,276 @@
+"""The Engine: accepts events, schedules runs (one per channel, five waiting), runs the agent loop,
+logs every turn, and stops runs through a single path (:meth:`Engine.handle_stop`)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iris_runtime.config import Settings
+from iris_runtime.engine.agent import AgentLoop, AgentOutcome
+from iris_runtime.engine.channels import resolve_channel_dir
+from iris_runtime.engine.lanes import DEFAULT_LANE, Lanes
+from iris_runtime.engine.observers import ObserverHub
+from iris_runtime.engine.output import RunSink
+from iris_runtime.engine.prompt import build_system_prompt
+from iris_runtime.engine.provider import Message, Provider
+from iris_runtime.engine.runs import Run, RunResult, RunTicket
+from iris_runtime.engine.sessions import SessionStore
+from iris_runtime.engine.skills import discover_skills
+from iris_runtime.engine.tools import ToolContext, ToolRegistry
+from iris_runtime.engine.transport import (
+    ChannelState,
+    ChannelTransport,
+    PromptProfileRegistry,
+    TransportEvent,
+    TransportRegistry,
+)
+from iris_runtime.errors import EngineStopping, IrisError, QueueFull
+
+log = logging.getLogger(__name__)
+
+MAX_WAITING_PER_CHANNEL = 5
+
+
+@dataclass
+class _ChannelSlot:
+    running: Run | None = None
+    waiting: deque[Run] = field(default_factory=deque)
+
+
+class Engine:
+    def __init__(
+        self,
+        settings: Settings,
+        provider: Provider,
+        tools: ToolRegistry,
+        *,
+        extra_skills: list[Path] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.provider = provider
+        self.tools = tools
+        self.transports = TransportRegistry()
+        self.prompt_profiles = PromptProfileRegistry()
+        self.sessions = SessionStore(settings.data_dir)
+        self.observers = ObserverHub()
+        self._extra_skills = list(extra_skills or [])
+        self._lanes = Lanes(
+            {"main": settings.lane_main, "subagent": settings.lane_subagent, "events": settings.lane_events}
+        )
+        self._loop = AgentLoop(provider, tools, max_turns=settings.max_turns, model=settings.model)
+        self._slots: dict[str, _ChannelSlot] = {}
+        self._lock = threading.Lock()
+        self._stopping = False
+
+    # -- transports ---------------------------------------------------------------------------
+
+    def add_transport(self, transport: ChannelTransport, *, fallback: bool = False) -> None:
+        self.transports.add(transport, fallback=fallback)
+        self.prompt_profiles.register(transport.prompt_profile)
+
+    def start(self) -> None:
+        for transport in self.transports.all():
+            log.info("starting transport %s", transport.transport_id)
+            transport.start()
+
+    # -- accepting work -----------------------------------------------------------------------
+
+    def dispatch(self, event: TransportEvent, *, is_event: bool = False) -> bool:
+        """Route an event to the transport that owns its channel (its own queue decides)."""
+        return self.transports.owner(event.channel).enqueue_event(event)
+
+    def submit(
+        self,
+        transport: ChannelTransport,
+        event: TransportEvent,
+        *,
+        is_event: bool = False,
+        lane: str = DEFAULT_LANE,
+    ) -> RunTicket:
+        """Queue a run for the event's channel; raises QueueFull when five are already waiting."""
+        resolve_channel_dir(self.settings.data_dir, event.channel)  # validates the id early
+        run_id = uuid.uuid4().hex[:16]
+        run = Run(run_id, event.channel, transport.transport_id, event, is_event, lane,
+                  RunTicket(run_id, event.channel))
+        with self._lock:
+            if self._stopping:
+                raise EngineStopping("Iris is shutting down; try again after it restarts")
+            slot = self._slots.setdefault(event.channel, _ChannelSlot())
+            if slot.running is None:
+                slot.running = run
+                start_now = True
+            elif len(slot.waiting) >= MAX_WAITING_PER_CHANNEL:
+                log.warning("queue of %s is full (%d waiting); refusing a message",
+                            event.channel, MAX_WAITING_PER_CHANNEL)
+                raise QueueFull(
+                    f"channel {event.channel!r} has a run in progress and "
+                    f"{MAX_WAITING_PER_CHANNEL} messages waiting; try again when it finishes"
+                )
+            else:
+                slot.waiting.append(run)
+                start_now = False
+        if start_now:
+            self._start(run)
+        return run.ticket
+
+    def _start(self, run: Run) -> None:
+        self._lanes.submit(run.lane, lambda: self._execute(run))
+
+    def _finish(self, run: Run) -> None:
+        with self._lock:
+            slot = self._slots.get(run.channel)
+            if slot is None:
+                return
+            following = slot.waiting.popleft() if slot.waiting and not self._stopping else None
+            slot.running = following
+            if following is None and not slot.waiting:
+                del self._slots[run.channel]
+        if following is not None:
+            self._start(following)
+
+    # -- stopping -----------------------------------------------------------------------------
+
+    def handle_stop(self, channel: str) -> bool:
+        """Abort the channel's running run; its waiter still gets the text produced so far.
+
+        This is the one stop path for every transport and the API. Returns whether a run was
+        running."""
+        with self._lock:
+            slot = self._slots.get(channel)
+            run = slot.running if slot else None
+        if run is None:
+            return False
+        log.info("stopping run %s on %s", run.run_id, channel)
+        run.abort.set()
+        return True
+
+    def is_running(self, channel: str) -> bool:
+        with self._lock:
+            slot = self._slots.get(channel)
+            return bool(slot and slot.running)
+
+    def begin_shutdown(self) -> None:
+        """Refuse new work, abort running runs and cancel waiting ones; cheap and signal-safe
+        enough to call from a SIGTERM handler."""
+        with self._lock:
+            if self._stopping:
+                return
+            self._stopping = True
+            running = [s.running for s in self._slots.values() if s.running]
+            waiting = [r for s in self._slots.values() for r in s.waiting]
+            for slot in self._slots.values():
+                slot.waiting.clear()
+        for run in running:
+            run.abort.set()
+        for run in waiting:
+            self._cancel(run)
+        self.observers.close_all()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.begin_shutdown()
+        for transport in reversed(self.transports.all()):
+            try:
+                transport.stop()
+            except Exception:
+                log.exception("transport %s failed to stop", transport.transport_id)
+        done = threading.Event()
+
+        def drain() -> None:
+            self._lanes.shutdown(wait=True)
+            done.set()
+
+        threading.Thread(target=drain, daemon=True, name="iris-drain").start()
+        if not done.wait(timeout):
+            log.warning("runs still busy after %.0fs; exiting anyway", timeout)
+
+    def _cancel(self, run: Run) -> None:
+        # The message was accepted, so it is logged even though it never ran.
+        self._log_user(run, status="cancelled")
+        run.ticket.resolve(RunResult(run.run_id, "cancelled", "", "Iris shut down before this "
+                                     "message ran", "shutting_down"))
+
+    # -- running ------------------------------------------------------------------------------
+
+    def _execute(self, run: Run) -> None:
+        try:
+            result = self._run(run)
+        except Exception as exc:
+            log.exception("run %s on %s crashed", run.run_id, run.channel)
+            code = exc.code if isinstance(exc, IrisError) else "run_crashed"
+            result = RunResult(run.run_id, "failed", f"(run failed: {exc})", str(exc), code)
+            self._safe_log_reply(run, result)
+        finally:
+            self._finish(run)
+        run.ticket.resolve(result)
+
+    def _run(self, run: Run) -> RunResult:
+        transport = self.transports.get(run.transport_id)
+        directory = resolve_channel_dir(self.settings.data_dir, run.channel, create=True)
+        state = ChannelState(run.channel, directory, running=True)
+        ctx = transport.create_context(run.event, state, run.is_event)
+        history = self.sessions.context(run.channel)
+        self._log_user(run)
+        profile = self.prompt_profiles.get(ctx.transport_id)
+        skills = discover_skills(self.settings.workspace, self._extra_skills)
+        system = build_system_prompt(
+            profile, self.settings.workspace, skills=skills, channels=ctx.channels, users=ctx.users
+        )
+        sink = RunSink(ctx, self.observers, run.channel, self.settings.data_dir,
+                       observed=self.observers.is_observed(run.channel))
+        tool_ctx = ToolContext(
+            workspace=self.settings.workspace,
+            channel_dir=directory,
+            abort=run.abort,
+            upload_file=sink.upload_file,
+            timeout_seconds=self.settings.bash_timeout_seconds,
+            output_max_chars=self.settings.tool_output_max_chars,
+        )
+        user = Message("user", _user_prompt(run.event, profile.attachments_tag_name, self.settings.data_dir))
+        ctx.set_working(True)
+        try:
+            outcome = self._loop.run(system, [*history, user], tool_ctx, sink, run.abort)
+        finally:
+            ctx.set_working(False)
+        result = self._result_of(run, outcome, ctx.accumulated_text(), sink)
+        self._safe_log_reply(run, result)
+        sink.final(result.text)
+        return result
+
+    @staticmethod
+    def _result_of(run: Run, outcome: AgentOutcome, accumulated: str, sink: RunSink) -> RunResult:
+        if outcome.status in {"failed", "max_turns"}:
+            note = f"(run failed: {outcome.error})"
+            sink.respond_in_thread(note)
+            text = sink.accumulated() or note
+            return RunResult(run.run_id, "failed", text, outcome.error, "run_failed", outcome.usage)
+        text = accumulated or "\n\n".join(outcome.replies)
+        return RunResult(run.run_id, outcome.status, text, usage=outcome.usage)
+
+    def _log_user(self, run: Run, **extra: object) -> None:
+        event = run.event
+        self.sessions.append_message(
+            run.channel, "user", event.text, user=event.user, runId=run.run_id,
+            transport=run.transport_id,
+            attachments=[a.local for a in event.attachments], **extra,
+        )
+
+    def _safe_log_reply(self, run: Run, result: RunResult) -> None:
+        try:
+            self.sessions.append_message(
+                run.channel, "assistant", result.text, runId=run.run_id, status=result.status,
+                transport=run.transport_id,
+            )
+        except Exception:
+            log.exception("could not log the reply of run %s", run.run_id)
+
+
+def _user_prompt(event: TransportEvent, tag: str, data_dir: Path) -> str:
+    if not event.attachments:
+        return event.text
+    paths = "\n".join(str(data_dir / a.local) for a in event.attachments)
+    return f"{event.text}\n\n<{tag}>\n{paths}\n</{tag}>"

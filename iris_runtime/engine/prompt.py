@@ -1,0 +1,56 @@
+"""The system prompt: the transport's profile plus the agent's own identity, memory and skills.
+
+Nothing platform-specific is written here; every such word comes from the profile.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from iris_runtime.engine.skills import Skill
+from iris_runtime.engine.transport import ChannelInfo, TransportPromptProfile, UserInfo
+
+MAX_IDENTITY_FILE_CHARS = 20_000
+
+
+def _read_optional(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return text[:MAX_IDENTITY_FILE_CHARS].strip()
+
+
+def _skills_section(skills: list[Skill]) -> str:
+    if not skills:
+        return "No skills are installed."
+    lines = [
+        f"- {s.name}: {s.description or '(no description)'} ({s.path / 'SKILL.md'})" for s in skills
+    ]
+    return "Skills (read a skill's SKILL.md before using it):\n" + "\n".join(lines)
+
+
+def build_system_prompt(
+    profile: TransportPromptProfile,
+    workspace: Path,
+    *,
+    skills: list[Skill],
+    channels: list[ChannelInfo],
+    users: list[UserInfo],
+) -> str:
+    constitution = _read_optional(workspace / "CONSTITUTION.md")
+    memory = _read_optional(workspace / "MEMORY.md")
+    parts = [
+        profile.identity_line,
+        f"## Constitution\n{constitution}" if constitution else "",
+        f"## Memory\n{memory}" if memory else "",
+        f"## Formatting\n{profile.formatting_section}",
+        f"Keep each reply under {profile.max_message_chars} characters where you can.",
+        f"## Directory\n{profile.directory_section(channels, users)}",
+        f"## Staying silent\n{profile.silent_note}",
+        f"## Files\n{profile.attach_note}\nAttachments from the user arrive inside "
+        f"<{profile.attachments_tag_name}> tags.",
+        f"## Skills\n{_skills_section(skills)}",
+        f"Your workspace is {workspace}.",
+    ]
+    return "\n\n".join(p for p in parts if p)

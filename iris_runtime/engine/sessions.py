@@ -1,0 +1,133 @@
+"""Durable conversation logs: ``<channel>/log.jsonl``, one JSON object per line.
+
+Every turn is appended (user message when its run starts, the reply when it ends) and flushed, so
+the log survives a crash. The in-memory context of a channel is rebuilt from its log on first use,
+which is how a restarted Iris remembers. A reset writes a marker instead of deleting anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from iris_runtime.engine.channels import resolve_channel_dir
+from iris_runtime.engine.provider import Message
+
+log = logging.getLogger(__name__)
+
+LOG_NAME = "log.jsonl"
+MAX_CACHED_CHANNELS = 512
+MAX_CONTEXT_MESSAGES = 400
+
+
+def _entry_to_message(entry: dict[str, Any]) -> Message | None:
+    if entry.get("type") != "message" or entry.get("status") == "cancelled":
+        return None
+    role, text = entry.get("role"), entry.get("text")
+    if role not in {"user", "assistant"} or not isinstance(text, str) or not text:
+        return None
+    return Message(role=role, text=text)
+
+
+class SessionStore:
+    def __init__(self, data_dir: Path) -> None:
+        self._data_dir = data_dir
+        self._lock = threading.Lock()
+        self._channel_locks: dict[str, threading.Lock] = {}
+        self._contexts: OrderedDict[str, list[Message]] = OrderedDict()
+
+    def log_path(self, channel: str) -> Path:
+        return resolve_channel_dir(self._data_dir, channel) / LOG_NAME
+
+    def _channel_lock(self, channel: str) -> threading.Lock:
+        with self._lock:
+            return self._channel_locks.setdefault(channel, threading.Lock())
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def _append(self, channel: str, entry: dict[str, Any]) -> None:
+        entry = {"ts": round(time.time(), 6), **entry}
+        line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
+        path = resolve_channel_dir(self._data_dir, channel, create=True) / LOG_NAME
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            # A crash mid-write can leave a torn last line; start ours on a fresh one.
+            if os.fstat(fd).st_size and not _ends_with_newline(path):
+                line = "\n" + line
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+    def append_message(self, channel: str, role: str, text: str, **extra: Any) -> None:
+        with self._channel_lock(channel):
+            self._append(channel, {"type": "message", "role": role, "text": text, **extra})
+            context = self._cached(channel)
+            message = _entry_to_message({"type": "message", "role": role, "text": text, **extra})
+            if context is not None and message is not None:
+                context.append(message)
+                del context[:-MAX_CONTEXT_MESSAGES]
+
+    def reset(self, channel: str) -> None:
+        with self._channel_lock(channel):
+            self._append(channel, {"type": "reset"})
+            self._store_context(channel, [])
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def entries(self, channel: str, *, since_reset: bool = False) -> list[dict[str, Any]]:
+        path = self.log_path(channel)
+        if not path.exists():
+            return []
+        out: list[dict[str, Any]] = []
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for number, raw in enumerate(handle, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    entry = json.loads(raw)
+                except json.JSONDecodeError:
+                    log.warning("skipping unreadable line %d of %s", number, path)
+                    continue
+                if not isinstance(entry, dict):
+                    continue
+                if since_reset and entry.get("type") == "reset":
+                    out = []
+                out.append(entry)
+        return out
+
+    def context(self, channel: str) -> list[Message]:
+        """The conversation so far (since the last reset), replayed from disk on first use."""
+        with self._channel_lock(channel):
+            cached = self._cached(channel)
+            if cached is None:
+                entries = self.entries(channel, since_reset=True)
+                messages = [m for m in map(_entry_to_message, entries) if m is not None]
+                cached = messages[-MAX_CONTEXT_MESSAGES:]
+                self._store_context(channel, cached)
+            return list(cached)
+
+    def _cached(self, channel: str) -> list[Message] | None:
+        with self._lock:
+            context = self._contexts.get(channel)
+            if context is not None:
+                self._contexts.move_to_end(channel)
+            return context
+
+    def _store_context(self, channel: str, messages: list[Message]) -> None:
+        with self._lock:
+            self._contexts[channel] = messages
+            self._contexts.move_to_end(channel)
+            while len(self._contexts) > MAX_CACHED_CHANNELS:
+                self._contexts.popitem(last=False)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"

@@ -1,0 +1,103 @@
+"""The tool contract and registry. Tools come from plugins; the engine only runs them."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from iris_runtime.engine.provider import ToolCall, ToolSpec
+
+log = logging.getLogger(__name__)
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str
+    is_error: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ToolContext:
+    """What a tool may touch during one call."""
+
+    workspace: Path
+    channel_dir: Path
+    abort: threading.Event
+    upload_file: Callable[[str, str | None], None]
+    timeout_seconds: float = 300.0
+    output_max_chars: int = 30_000
+    sandbox: str = "host"
+
+
+class Tool(Protocol):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+
+def _check_arguments(tool: Tool, args: dict[str, Any]) -> str | None:
+    """A shallow JSON-schema check (required keys, primitive types, unknown keys)."""
+    schema = tool.parameters
+    props: dict[str, Any] = schema.get("properties", {})
+    missing = [k for k in schema.get("required", []) if k not in args]
+    if missing:
+        return f"missing required argument(s): {', '.join(missing)}"
+    unknown = [k for k in args if k not in props]
+    if unknown and not schema.get("additionalProperties", False):
+        return f"unknown argument(s): {', '.join(unknown)}"
+    for key, value in args.items():
+        expected = props.get(key, {}).get("type")
+        if expected in _JSON_TYPES:
+            ok = isinstance(value, _JSON_TYPES[expected]) and not (
+                expected in {"integer", "number"} and isinstance(value, bool)
+            )
+            if not ok:
+                return f"argument {key!r} must be of type {expected}"
+    return None
+
+
+class ToolRegistry:
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def register(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} registered twice")
+        self._tools[tool.name] = tool
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(ToolSpec(t.name, t.description, t.parameters) for t in self._tools.values())
+
+    def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return ToolResult(f"unknown tool {call.name!r}", is_error=True)
+        if not isinstance(call.arguments, dict):
+            return ToolResult("tool arguments must be a JSON object", is_error=True)
+        problem = _check_arguments(tool, call.arguments)
+        if problem:
+            return ToolResult(f"{call.name}: {problem}", is_error=True)
+        try:
+            return tool.run(call.arguments, ctx)
+        except Exception as exc:  # a tool bug becomes a tool error the model can see
+            log.exception("tool %s failed", call.name)
+            return ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", is_error=True)

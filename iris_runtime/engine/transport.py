@@ -1,0 +1,218 @@
+"""The transport contract (spec 003): what a chat platform implements to carry Iris.
+
+The engine knows only these shapes. A transport owns chunking, threading, typing indicators and its
+own platform words (through its :class:`TransportPromptProfile`); the engine hands it whole texts.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from iris_runtime.errors import NotFound, PromptProfileMissing
+
+if TYPE_CHECKING:
+    from iris_runtime.engine.core import RunTicket
+
+STATUS_MAX_CHARS = 200
+
+
+@dataclass(frozen=True)
+class ChannelInfo:
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file already saved under the data dir; ``local`` is relative to it."""
+
+    local: str
+    name: str
+
+
+@dataclass(frozen=True)
+class TransportEvent:
+    """One inbound message (or synthetic event) addressed to a channel."""
+
+    channel: str
+    text: str
+    user: str = "user"
+    user_name: str | None = None
+    raw_text: str | None = None
+    ts: str = field(default_factory=lambda: f"{time.time():.6f}")
+    attachments: tuple[Attachment, ...] = ()
+    thread: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolEvent:
+    """Structured tool progress for transports that render it (tool cards)."""
+
+    phase: str  # "start" | "end"
+    call_id: str
+    name: str
+    args: dict[str, Any]
+    result: str | None = None
+    is_error: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"phase": self.phase, "id": self.call_id, "name": self.name}
+        if self.phase == "start":
+            out["args"] = self.args
+        else:
+            out["result"] = self.result
+            out["isError"] = self.is_error
+        return out
+
+
+@dataclass
+class ChannelState:
+    """What the engine knows about a channel when it builds a context for it."""
+
+    channel: str
+    directory: Path
+    running: bool = False
+
+
+@dataclass(frozen=True)
+class TransportPromptProfile:
+    """Every platform-specific word of the system prompt lives here, never in the engine."""
+
+    transport_id: str
+    identity_line: str
+    formatting_section: str
+    directory_section: Callable[[list[ChannelInfo], list[UserInfo]], str]
+    silent_note: str
+    attach_note: str
+    attachments_tag_name: str
+    max_message_chars: int
+
+
+@runtime_checkable
+class MessageContext(Protocol):
+    """Reply plumbing for one inbound event, built by the transport that received it."""
+
+    transport_id: str
+    message: TransportEvent
+    channel_name: str | None
+    channels: list[ChannelInfo]
+    users: list[UserInfo]
+    on_tool_event: Callable[[ToolEvent], None] | None
+
+    def respond(self, text: str, should_log: bool = True) -> None: ...
+    def replace_message(self, text: str) -> None: ...
+    def respond_in_thread(self, text: str) -> None: ...
+    def set_typing(self, is_typing: bool) -> None: ...
+    def upload_file(self, file_path: str, title: str | None = None) -> None: ...
+    def set_working(self, working: bool) -> None: ...
+    def delete_message(self) -> None: ...
+    def accumulated_text(self) -> str: ...
+    def set_status(self, text: str) -> None: ...
+
+
+@runtime_checkable
+class ChannelTransport(Protocol):
+    transport_id: str
+    prompt_profile: TransportPromptProfile
+    stop_command_hint: str
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def owns_channel(self, channel_id: str) -> bool: ...
+    def channels(self) -> list[ChannelInfo]: ...
+    def users(self) -> list[UserInfo]: ...
+    def post_message(self, channel_id: str, text: str) -> str: ...
+    def update_message(self, channel_id: str, message_id: str, text: str) -> None: ...
+    def enqueue_event(self, event: TransportEvent) -> bool: ...
+    def create_context(
+        self, event: TransportEvent, state: ChannelState, is_event: bool = False
+    ) -> MessageContext: ...
+
+
+@runtime_checkable
+class SessionInjector(Protocol):
+    """Implemented by transports reachable through the internal session API."""
+
+    def inject_session_message(self, event: TransportEvent) -> RunTicket: ...
+    def reset_session_context(self, channel_id: str) -> None: ...
+
+
+def clip_status(text: str) -> str:
+    """Status lines are single-line and at most 200 characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= STATUS_MAX_CHARS else line[: STATUS_MAX_CHARS - 1] + "…"
+
+
+class PromptProfileRegistry:
+    """Profiles keyed by transport id; transports register theirs when constructed."""
+
+    def __init__(self) -> None:
+        self._profiles: dict[str, TransportPromptProfile] = {}
+        self._lock = threading.Lock()
+
+    def register(self, profile: TransportPromptProfile) -> None:
+        with self._lock:
+            self._profiles[profile.transport_id] = profile
+
+    def get(self, transport_id: str) -> TransportPromptProfile:
+        profile = self._profiles.get(transport_id)
+        if profile is None:
+            raise PromptProfileMissing(
+                f"no prompt profile registered for transport {transport_id!r}; a transport must "
+                "register its TransportPromptProfile when it is constructed"
+            )
+        return profile
+
+    def ids(self) -> list[str]:
+        return sorted(self._profiles)
+
+
+class TransportRegistry:
+    """Transports in registration order; the first that owns a channel serves it.
+
+    A fallback transport (the headless bridge, which owns every channel) is always consulted last,
+    whatever order it was added in, so a catch-all can never shadow a specific transport.
+    """
+
+    def __init__(self) -> None:
+        self._ordered: list[ChannelTransport] = []
+        self._fallbacks: list[ChannelTransport] = []
+
+    def add(self, transport: ChannelTransport, *, fallback: bool = False) -> None:
+        ids = {t.transport_id for t in self.all()}
+        if transport.transport_id in ids:
+            raise ValueError(f"transport id {transport.transport_id!r} registered twice")
+        (self._fallbacks if fallback else self._ordered).append(transport)
+
+    def all(self) -> list[ChannelTransport]:
+        return [*self._ordered, *self._fallbacks]
+
+    def owner(self, channel_id: str) -> ChannelTransport:
+        for transport in self.all():
+            if transport.owns_channel(channel_id):
+                return transport
+        raise NotFound(f"no transport owns channel {channel_id!r}", code="no_transport")
+
+    def session_owner(self, channel_id: str) -> SessionInjector:
+        """The first transport that owns the channel and can back an API session."""
+        for transport in self.all():
+            if transport.owns_channel(channel_id) and isinstance(transport, SessionInjector):
+                return transport
+        raise NotFound(f"no session-capable transport owns {channel_id!r}", code="no_transport")
+
+    def get(self, transport_id: str) -> ChannelTransport:
+        for transport in self.all():
+            if transport.transport_id == transport_id:
+                return transport
+        raise NotFound(f"unknown transport {transport_id!r}", code="no_transport")

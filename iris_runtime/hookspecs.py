@@ -1,0 +1,119 @@
+"""Every plugin hook Iris calls. These docstrings are the plugin documentation of record.
+
+Hooks that contribute things take a ``register`` callback (call it once per thing you add); hooks
+whose return value matters say so. Implement a hook with ``@iris_runtime.hookimpl`` on a function
+of the same name in a module exposed through the ``iris`` entry-point group::
+
+    [options.entry_points]
+    iris =
+        my_plugin = my_package.plugin
+
+A hookimpl whose name is not listed here is rejected when the plugin loads.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+from iris_runtime import PROJECT_NAME
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import click
+
+    from iris_runtime.config import Settings
+    from iris_runtime.engine.core import Engine
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+
+
+@hookspec
+def register_transports(register: Callable[..., None], settings: Settings) -> None:
+    """Contribute chat transports.
+
+    Call ``register(factory)`` where ``factory(engine) -> ChannelTransport`` builds the transport
+    once the engine exists. Register only when your credentials are present in ``settings.env``:
+    a transport with no token configured registers nothing and costs nothing (no connection, no
+    log lines). Transports are consulted in registration order to find a channel's owner; the
+    built-in headless bridge transport owns every channel and is always consulted last. Pass
+    ``register(factory, fallback=True)`` only for another such catch-all.
+    """
+
+
+@hookspec
+def register_tools(register: Callable[[Any], None]) -> None:
+    """Contribute agent tools.
+
+    Call ``register(tool)`` with an object that has ``name``, ``description``, ``parameters`` (a
+    JSON schema of the arguments) and ``run(args, ctx) -> ToolResult`` (see
+    ``iris_runtime.engine.tools``). Tool names must be unique across all plugins.
+    """
+
+
+@hookspec
+def register_skills(register: Callable[[Any], None]) -> None:
+    """Contribute skill folders.
+
+    Call ``register(path)`` with a folder holding a ``SKILL.md`` whose frontmatter gives at least
+    ``name`` and ``description``. Skills in the workspace's own ``skills/`` folder win over
+    plugin skills of the same name.
+    """
+
+
+@hookspec
+def register_providers(register: Callable[[str, Any], None]) -> None:
+    """Contribute LLM providers.
+
+    Call ``register(name, factory)`` where ``factory(settings) -> Provider``. ``IRIS_PROVIDER``
+    selects one by name; the built-in ``offline`` provider is the default. A provider's
+    ``stream(request, abort)`` yields events and reports failures as ``ProviderError`` events,
+    never as exceptions.
+    """
+
+
+@hookspec
+def register_secret_backends(register: Callable[[str, Any], None]) -> None:
+    """Contribute secret backends for the secret broker.
+
+    Call ``register(name, factory)`` where ``factory(settings)`` returns an object that resolves
+    secret names to values. The broker picks the backend named by its configuration.
+    """
+
+
+@hookspec
+def register_sandboxes(register: Callable[[str, Any], None]) -> None:
+    """Contribute isolation levels for the bash tool.
+
+    Call ``register(level, sandbox)`` where ``sandbox.wrap(argv) -> argv`` returns the command
+    line that runs ``argv`` inside the sandbox. The built-in level is ``host``.
+    """
+
+
+@hookspec
+def register_blueprints(register: Callable[..., None]) -> None:
+    """Contribute Flask blueprints (only the web layer calls this hook).
+
+    Call ``register(blueprint, surface="api")``; ``surface`` is ``api`` (the internal API port,
+    behind the API token) or ``webui`` (the Web UI port, when ``IRIS_WEBUI_PORT`` is set).
+    """
+
+
+@hookspec
+def register_commands(cli: click.Group) -> None:
+    """Add subcommands to the ``iris`` command: ``cli.add_command(my_command)``."""
+
+
+@hookspec
+def engine_started(engine: Engine) -> None:
+    """Called once in the serving process after the engine and its transports have started."""
+
+
+@hookspec
+def engine_stopping(engine: Engine) -> None:
+    """Called once when the serving process stops, before transports stop and runs are drained.
+
+    Release what you acquired in ``engine_started``; keep it quick.
+    """

@@ -1,0 +1,72 @@
+"""Assembly: settings + plugins → a ready Engine with its provider, tools and transports.
+
+This is the one place that knows both the plugin host and the engine, which keeps the engine
+free of plugin imports. The web layer and the CLI build a :class:`Runtime` and nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from iris_runtime.config import Settings
+from iris_runtime.engine.core import Engine
+from iris_runtime.engine.tools import ToolRegistry
+from iris_runtime.errors import ConfigError
+from iris_runtime.plugins import PluginHost
+
+log = logging.getLogger(__name__)
+
+
+def prepare_data_dir(settings: Settings) -> None:
+    """Create the data dir private to this user (0700); tighten an existing one."""
+    settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = settings.data_dir.stat().st_mode & 0o777
+    if mode & 0o077:
+        os.chmod(settings.data_dir, 0o700)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    host: PluginHost
+    engine: Engine
+    _stopped: bool = False
+
+    @classmethod
+    def build(cls, settings: Settings, host: PluginHost | None = None) -> Runtime:
+        prepare_data_dir(settings)
+        host = host or PluginHost(settings)
+        providers = host.providers()
+        factory = providers.get(settings.provider)
+        if factory is None:
+            known = ", ".join(sorted(providers)) or "none"
+            raise ConfigError(f"IRIS_PROVIDER={settings.provider!r} is not installed (known: {known})")
+        tools = ToolRegistry()
+        for tool in host.tools():
+            tools.register(tool)
+        engine = Engine(settings, factory(settings), tools, extra_skills=host.skills())
+        for transport in host.transports():
+            engine.add_transport(transport.build(engine), fallback=transport.fallback)
+        return cls(settings, host, engine)
+
+    def start(self) -> None:
+        self.engine.start()
+        self.host.engine_started(self.engine)
+        log.info(
+            "Iris engine started: provider=%s transports=%s",
+            self.settings.provider,
+            ",".join(t.transport_id for t in self.engine.transports.all()),
+        )
+
+    def stop(self) -> None:
+        """Stop once (gunicorn's exit hooks and atexit may all call this)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self.host.engine_stopping(self.engine)
+        except Exception:
+            log.exception("a plugin failed in engine_stopping")
+        self.engine.stop()

@@ -1,0 +1,1 @@
+"""The internal API's blueprints (health, sessions, channels)."""

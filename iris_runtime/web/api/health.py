@@ -1,0 +1,22 @@
+"""``GET /health``: liveness, readable without a token (it reveals no secret)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, current_app, jsonify
+
+from iris_runtime import __version__
+
+blueprint = Blueprint("health", __name__)
+
+
+@blueprint.get("/health")
+def health() -> Response:
+    runtime = current_app.extensions["iris"]
+    return jsonify(
+        {
+            "status": "ok",
+            "version": __version__,
+            "agent": runtime.settings.agent_name,
+            "provider": runtime.settings.provider,
+        }
+    )

@@ -1,0 +1,110 @@
+"""The session API: drive a conversation from your own program (spec 000, "Internal HTTP API").
+
+A session ``<id>`` is the channel ``SESSION-<id>``, served by the first session-capable transport
+that owns it (the headless bridge unless a plugin claims it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from iris_runtime.engine.channels import session_channel
+from iris_runtime.engine.runs import RunResult
+from iris_runtime.engine.transport import TransportEvent
+from iris_runtime.runtime import Runtime
+from iris_runtime.web.api.attachments import resolve_handles, save_upload
+from iris_runtime.web.bodies import json_object, string_field
+from iris_runtime.web.errors import error_response
+from iris_runtime.web.sse import observer_stream
+
+blueprint = Blueprint("sessions", __name__, url_prefix="/sessions/<session_id>")
+
+RESULT_STATUS = {"done": 200, "stopped": 200, "failed": 502, "cancelled": 503}
+
+
+def _runtime() -> Runtime:
+    runtime: Runtime = current_app.extensions["iris"]
+    return runtime
+
+
+def _usage(result: RunResult) -> dict[str, Any]:
+    u = result.usage
+    return {
+        "inputTokens": u.input_tokens,
+        "outputTokens": u.output_tokens,
+        "cacheReadTokens": u.cache_read_tokens,
+        "cacheWriteTokens": u.cache_write_tokens,
+        "costUsd": round(u.cost_usd, 6),
+    }
+
+
+@blueprint.post("/attachments")
+def upload_attachment(session_id: str) -> tuple[Response, int]:
+    runtime = _runtime()
+    return jsonify(save_upload(runtime.settings.data_dir, session_channel(session_id))), 201
+
+
+@blueprint.post("/message")
+def send_message(session_id: str) -> Response:
+    runtime = _runtime()
+    channel = session_channel(session_id)
+    body = json_object(required={"text"}, optional={"attachments", "user"})
+    text = string_field(body, "text")
+    user = string_field(body, "user") if "user" in body else "api"
+    attachments = resolve_handles(runtime.settings.data_dir, channel, body.get("attachments"))
+    event = TransportEvent(channel=channel, text=text, user=user, attachments=attachments)
+    ticket = runtime.engine.transports.session_owner(channel).inject_session_message(event)
+    result = ticket.wait()
+    payload = {"text": result.text, "status": result.status, "runId": result.run_id,
+               "usage": _usage(result)}
+    status = RESULT_STATUS.get(result.status, 200)
+    if status != 200:
+        return error_response(result.error or result.status, result.error_code or result.status,
+                              status, **payload)
+    return jsonify(payload)
+
+
+@blueprint.post("/stop")
+def stop(session_id: str) -> Response:
+    stopped = _runtime().engine.handle_stop(session_channel(session_id))
+    return jsonify({"stopped": stopped})
+
+
+@blueprint.get("/stream")
+def stream(session_id: str) -> Response:
+    runtime = _runtime()
+    channel = session_channel(session_id)
+    return observer_stream(runtime.engine.observers, channel, runtime.settings.sse_heartbeat_seconds)
+
+
+@blueprint.get("/history")
+def history(session_id: str) -> Response:
+    channel = session_channel(session_id)
+    everything = request.args.get("all", "").lower() in {"1", "true", "yes"}
+    entries = _runtime().engine.sessions.entries(channel, since_reset=not everything)
+    return jsonify({"sessionId": session_id, "entries": entries})
+
+
+@blueprint.post("/reset")
+def reset(session_id: str) -> Response:
+    runtime = _runtime()
+    channel = session_channel(session_id)
+    json_object()  # an empty body, or {} — anything else is a mistake worth reporting
+    runtime.engine.transports.session_owner(channel).reset_session_context(channel)
+    return jsonify({"reset": True})
+
+
+@blueprint.post("/inject-turn")
+def inject_turn(session_id: str) -> Response:
+    """Append a turn to the conversation without running the model (human takeover)."""
+    runtime = _runtime()
+    channel = session_channel(session_id)
+    body = json_object(optional={"user", "assistant"})
+    turn = [(role, string_field(body, role)) for role in ("user", "assistant") if role in body]
+    if not turn:
+        return error_response("give 'user', 'assistant' or both", "missing_fields", 400)
+    for role, text in turn:
+        runtime.engine.sessions.append_message(channel, role, text, injected=True)
+    return jsonify({"injected": len(turn)})

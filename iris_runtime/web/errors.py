@@ -1,0 +1,39 @@
+"""Every error leaves the API as JSON ``{"error": message, "code": code}`` with its status."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, Response, jsonify
+from werkzeug.exceptions import HTTPException
+
+from iris_runtime.errors import IrisError
+
+log = logging.getLogger(__name__)
+
+
+def error_response(message: str, code: str, status: int, **extra: object) -> Response:
+    response = jsonify({"error": message, "code": code, **extra})
+    response.status_code = status
+    if status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="iris"'
+    return response
+
+
+def install_error_handlers(app: Flask) -> None:
+    @app.errorhandler(IrisError)
+    def _iris_error(exc: IrisError) -> Response:
+        return error_response(exc.message, exc.code, exc.status)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        code = (exc.name or "error").lower().replace(" ", "_")
+        if status == 413:
+            code = "payload_too_large"
+        return error_response(exc.description or exc.name or "error", code, status)
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception) -> Response:
+        log.exception("unhandled error")
+        return error_response("internal error; see the server log", "internal_error", 500)
