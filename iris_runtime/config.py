@@ -91,6 +91,7 @@ class Settings:
     lane_events: int = 2
     bash_timeout_seconds: float = 300.0
     tool_output_max_chars: int = 30_000
+    sandbox: str = "host"
     load_plugins: tuple[str, ...] | None = None
     trace_plugins: bool = False
     log_level: str = "info"
@@ -124,6 +125,7 @@ class Settings:
             lane_events=_env_int(env, "IRIS_LANE_EVENTS", 2, minimum=1),
             bash_timeout_seconds=_env_float(env, "IRIS_BASH_TIMEOUT_SECONDS", 300.0),
             tool_output_max_chars=_env_int(env, "IRIS_TOOL_OUTPUT_MAX_CHARS", 30_000, minimum=100),
+            sandbox=env.get("IRIS_SANDBOX", "").strip() or "host",
             load_plugins=_env_list(env, "IRIS_LOAD_PLUGINS"),
             trace_plugins=_env_bool(env, "IRIS_TRACE_PLUGINS"),
             log_level=env.get("IRIS_LOG_LEVEL", "").strip().lower() or "info",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from iris_runtime.config import Settings
 from iris_runtime.engine.core import Engine
@@ -32,6 +33,8 @@ class Runtime:
     settings: Settings
     host: PluginHost
     engine: Engine
+    # Secret backends by name; the secret broker picks one (see iris_runtime.secrets).
+    secret_backends: dict[str, Any] = field(default_factory=dict)
     _stopped: bool = False
 
     @classmethod
@@ -46,10 +49,16 @@ class Runtime:
         tools = ToolRegistry()
         for tool in host.tools():
             tools.register(tool)
-        engine = Engine(settings, factory(settings), tools, extra_skills=host.skills())
+        sandboxes = host.sandboxes()
+        if settings.sandbox not in sandboxes:
+            known = ", ".join(sorted(sandboxes)) or "none"
+            raise ConfigError(f"IRIS_SANDBOX={settings.sandbox!r} is not installed (known: {known})")
+        engine = Engine(
+            settings, factory(settings), tools, extra_skills=host.skills(), sandboxes=sandboxes
+        )
         for transport in host.transports():
             engine.add_transport(transport.build(engine), fallback=transport.fallback)
-        return cls(settings, host, engine)
+        return cls(settings, host, engine, host.secret_backends())
 
     def start(self) -> None:
         self.engine.start()

@@ -22,7 +22,7 @@ from iris_runtime.engine.transport import (
     TransportPromptProfile,
     UserInfo,
 )
-from iris_runtime.errors import IrisError
+from iris_runtime.errors import QueueFull
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class BridgeTransport:
     def enqueue_event(self, event: TransportEvent) -> bool:
         try:
             self._engine.submit(self, event, is_event=True)
-        except IrisError as exc:
+        except QueueFull as exc:
             log.warning("dropping event for %s: %s", event.channel, exc.message)
             return False
         return True

@@ -59,6 +59,11 @@ def _plugin_checks(settings: Settings) -> list[Check]:
     else:
         checks.append(Check("provider", "fail", f"{settings.provider!r} is not installed "
                                                f"(known: {', '.join(sorted(providers))})"))
+    sandboxes = sorted(host.sandboxes())
+    status = "ok" if settings.sandbox in sandboxes else "fail"
+    checks.append(Check("sandbox", status, f"{settings.sandbox} (installed: {', '.join(sandboxes)})"))
+    backends = sorted(host.secret_backends())
+    checks.append(Check("secret_backends", "ok", ", ".join(backends) or "none installed"))
     return checks
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from iris_runtime.errors import InvalidInput
 
-# Letters, digits and a few separators platforms use (Slack "C123.456", Telegram "tg--100123").
+# Letters, digits and the few separators chat platforms put in their ids ("C123.456", "tg--1").
 _CHANNEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}")
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SESSION_PREFIX = "SESSION-"

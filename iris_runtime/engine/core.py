@@ -21,7 +21,7 @@ from iris_runtime.engine.provider import Message, Provider
 from iris_runtime.engine.runs import Run, RunResult, RunTicket
 from iris_runtime.engine.sessions import SessionStore
 from iris_runtime.engine.skills import discover_skills
-from iris_runtime.engine.tools import ToolContext, ToolRegistry
+from iris_runtime.engine.tools import Sandbox, ToolContext, ToolRegistry
 from iris_runtime.engine.transport import (
     ChannelState,
     ChannelTransport,
@@ -50,6 +50,7 @@ class Engine:
         tools: ToolRegistry,
         *,
         extra_skills: list[Path] | None = None,
+        sandboxes: dict[str, Sandbox] | None = None,
     ) -> None:
         self.settings = settings
         self.provider = provider
@@ -59,6 +60,7 @@ class Engine:
         self.sessions = SessionStore(settings.data_dir)
         self.observers = ObserverHub()
         self._extra_skills = list(extra_skills or [])
+        self.sandboxes = dict(sandboxes or {})
         self._lanes = Lanes(
             {"main": settings.lane_main, "subagent": settings.lane_subagent, "events": settings.lane_events}
         )
@@ -229,6 +231,8 @@ class Engine:
             upload_file=sink.upload_file,
             timeout_seconds=self.settings.bash_timeout_seconds,
             output_max_chars=self.settings.tool_output_max_chars,
+            sandbox=self.settings.sandbox,
+            sandboxes=self.sandboxes,
         )
         user = Message("user", _user_prompt(run.event, profile.attachments_tag_name, self.settings.data_dir))
         ctx.set_working(True)

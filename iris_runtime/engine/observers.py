@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from iris_runtime.errors import TooManyObservers
+from iris_runtime.errors import EngineStopping, TooManyObservers
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +28,12 @@ class ObserverHub:
         self._lock = threading.Lock()
         self._by_channel: dict[str, dict[int, Observer]] = {}
         self._ids = itertools.count(1)
+        self._closed = False
 
     def register(self, channel: str, observer: Observer) -> int:
         with self._lock:
+            if self._closed:
+                raise EngineStopping("Iris is shutting down; reconnect after it restarts")
             watchers = self._by_channel.setdefault(channel, {})
             if len(watchers) >= self._limit:
                 raise TooManyObservers(
@@ -68,6 +71,7 @@ class ObserverHub:
     def close_all(self) -> None:
         """Tell every watcher the process is going away (they receive a ``closed`` event)."""
         with self._lock:
+            self._closed = True
             everyone = [(c, list(w.values())) for c, w in self._by_channel.items()]
         for _channel, watchers in everyone:
             for observer in watchers:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,6 +41,14 @@ class ToolContext:
     timeout_seconds: float = 300.0
     output_max_chars: int = 30_000
     sandbox: str = "host"
+    sandboxes: Mapping[str, Sandbox] = field(default_factory=dict)
+
+
+class Sandbox(Protocol):
+    """An isolation level for commands: ``wrap`` turns a command line into one that runs
+    inside the sandbox."""
+
+    def wrap(self, argv: list[str]) -> list[str]: ...
 
 
 class Tool(Protocol):

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 
 def _flask(name: str, runtime: Runtime) -> Flask:
-    app = Flask(name)
+    app = Flask(name, static_folder=None)  # serves no files: nothing public by accident
     app.config["MAX_CONTENT_LENGTH"] = runtime.settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["iris"] = runtime

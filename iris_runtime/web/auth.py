@@ -8,7 +8,7 @@ from flask import Flask, Response, request
 
 from iris_runtime.web.errors import error_response
 
-PUBLIC_ENDPOINTS = frozenset({"health.health", "static"})
+PUBLIC_ENDPOINTS = frozenset({"health.health"})
 
 
 def token_matches(presented: str, expected: str) -> bool:

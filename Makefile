@@ -1,0 +1,45 @@
+# The front door. Every target bootstraps .venv itself, so a fresh clone needs only `make run`
+# or `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+IRIS_DATA_DIR ?= $(CURDIR)/.iris-data
+PLUGIN_DIRS := $(patsubst %/setup.cfg,%,$(wildcard plugins/*/setup.cfg))
+PLUGIN_TESTS := $(wildcard $(addsuffix /tests,$(PLUGIN_DIRS)))
+
+.PHONY: run test lint bench apt-deps clean
+
+$(BIN)/iris: setup.cfg pyproject.toml $(wildcard plugins/*/setup.cfg)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q -e . $(addprefix -e ,$(PLUGIN_DIRS))
+	touch $@
+
+$(VENV)/.dev-deps: $(BIN)/iris
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+run: $(BIN)/iris
+	@mkdir -p $(IRIS_DATA_DIR) && chmod 700 $(IRIS_DATA_DIR)
+	@echo "Data folder: $(IRIS_DATA_DIR)"
+	@echo "API token:   $(IRIS_DATA_DIR)/api-token (unless IRIS_API_TOKEN is set)"
+	IRIS_DATA_DIR=$(IRIS_DATA_DIR) $(BIN)/iris serve
+
+# System packages the suite needs (root on Debian only; elsewhere install them yourself).
+apt-deps:
+	@sh .ci/apt-deps.sh
+
+test: apt-deps $(VENV)/.dev-deps lint
+	$(BIN)/pytest tests $(PLUGIN_TESTS)
+
+lint: $(VENV)/.dev-deps
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+bench: $(BIN)/iris
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,295 @@
+"""Shared helpers for the benchmarks in this folder (stdlib + ``requests`` only).
+
+Every bench prints its figures as JSON lines through :func:`emit`. Servers are started as
+subprocesses with their output in a log file inside a temporary directory; the API token is
+passed through the environment, never on the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, NamedTuple
+
+import requests
+
+HOST = "127.0.0.1"
+BIN_DIR = Path(sys.executable).parent
+
+# Variables that would change how `iris serve` behaves if inherited from the caller's shell.
+_IRIS_ENV_PREFIXES = ("IRIS_",)
+_IRIS_ENV_NAMES = ("AGENT_NAME", "BRIDGE_PORT")
+_LOGS: dict[int, Path] = {}  # server pid -> its log file
+
+ECHO_APP = '''\
+"""Bare WSGI echo app: the baseline for the Iris benchmarks."""
+
+import json
+
+
+def app(environ, start_response):
+    method = environ["REQUEST_METHOD"]
+    path = environ.get("PATH_INFO", "")
+    status = "200 OK"
+    if method == "GET" and path == "/health":
+        body = b'{"status": "ok"}'
+    elif method == "POST":
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        raw = environ["wsgi.input"].read(length) if length else b""
+        try:
+            body = json.dumps({"echo": json.loads(raw or b"null")}).encode()
+        except ValueError:
+            status, body = "400 Bad Request", b'{"error": "invalid json"}'
+    else:
+        status, body = "404 Not Found", b'{"error": "not found"}'
+    start_response(
+        status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+    )
+    return [body]
+'''
+
+
+class Server(NamedTuple):
+    """A started server: the process (the gunicorn master), its base URL and its API token."""
+
+    process: subprocess.Popen[bytes]
+    base_url: str
+    token: str
+
+
+def script(name: str) -> str:
+    """Path of a console script installed next to the running interpreter (i.e. in its venv)."""
+    candidate = BIN_DIR / name
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} not found in {BIN_DIR} or on PATH")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _clean_env() -> dict[str, str]:
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(_IRIS_ENV_PREFIXES) and key not in _IRIS_ENV_NAMES
+    }
+
+
+def _popen(
+    argv: Sequence[str], env: dict[str, str], log_path: Path, cwd: Path
+) -> subprocess.Popen[bytes]:
+    log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - the child keeps its own copy
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # own process group, so a stuck server can be killed whole
+        )
+        _LOGS[process.pid] = log_path
+        return process
+    finally:
+        log.close()
+
+
+def start_iris(workdir: Path, *, extra_env: dict[str, str] | None = None) -> Server:
+    """Start ``iris serve`` with a fresh data dir under ``workdir``; does not wait for health."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    data_dir = Path(tempfile.mkdtemp(prefix="iris-data-", dir=workdir))
+    port = free_port()
+    token = secrets.token_urlsafe(32)
+    env = _clean_env()
+    env.update(
+        {
+            "IRIS_DATA_DIR": str(data_dir),
+            "IRIS_API_HOST": HOST,
+            "IRIS_API_PORT": str(port),
+            "IRIS_API_TOKEN": token,
+            "IRIS_PROVIDER": "offline",
+        }
+    )
+    env.update(extra_env or {})
+    process = _popen([script("iris"), "serve"], env, data_dir / "serve.log", workdir)
+    return Server(process, f"http://{HOST}:{port}", token)
+
+
+def start_echo(workdir: Path, *, threads: int = 32) -> Server:
+    """Start the baseline: a bare WSGI echo app under gunicorn gthread with one worker, configured
+    like Iris (same worker class, worker and thread count, keep-alive); does not wait for health."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    app_dir = Path(tempfile.mkdtemp(prefix="echo-", dir=workdir))
+    (app_dir / "bench_echo_app.py").write_text(ECHO_APP, encoding="utf-8")
+    port = free_port()
+    argv = [
+        script("gunicorn"),
+        "--worker-class", "gthread",
+        "--workers", "1",
+        "--threads", str(threads),
+        "--keep-alive", "5",
+        "--no-control-socket",
+        "--chdir", str(app_dir),
+        "-b", f"{HOST}:{port}",
+        "bench_echo_app:app",
+    ]  # fmt: skip
+    process = _popen(argv, _clean_env(), app_dir / "gunicorn.log", app_dir)
+    return Server(process, f"http://{HOST}:{port}", "")
+
+
+def log_tail(process: subprocess.Popen[bytes], lines: int = 30) -> str:
+    """The end of a started server's log (for error messages)."""
+    path = _LOGS.get(process.pid)
+    if path is None or not path.exists():
+        return "(no log)"
+    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return "\n".join(text[-lines:])
+
+
+def wait_healthy(
+    base_url: str,
+    process: subprocess.Popen[bytes] | None = None,
+    timeout: float = 30.0,
+    interval: float = 0.005,
+) -> float:
+    """Poll ``GET /health`` until it answers 200; returns the time waited (seconds).
+
+    Raises RuntimeError if ``process`` exits first or ``timeout`` passes."""
+    start = time.perf_counter()
+    deadline = start + timeout
+    with requests.Session() as http:
+        while True:
+            if process is not None and process.poll() is not None:
+                raise RuntimeError(f"server exited with code {process.returncode} before healthy")
+            try:
+                if http.get(f"{base_url}/health", timeout=1.0).status_code == 200:
+                    return time.perf_counter() - start
+            except requests.RequestException:
+                pass
+            if time.perf_counter() >= deadline:
+                raise RuntimeError(f"{base_url}/health not ready after {timeout:.0f} s")
+            time.sleep(interval)
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    """SIGTERM, wait up to ``timeout``, then SIGKILL the process group it leads (it was started
+    with its own session, so the group is exactly this server and its workers; the group is
+    only signalled while the leader is unreaped, so its id cannot have been reused)."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def temp_workdir(prefix: str = "iris-bench-") -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running(kind: str, workdir: Path, timeout: float = 60.0) -> Iterator[Server]:
+    """Start ``kind`` ("iris" or "echo") under ``workdir``, wait until healthy, stop on exit."""
+    server = start_iris(workdir) if kind == "iris" else start_echo(workdir)
+    try:
+        try:
+            wait_healthy(server.base_url, server.process, timeout=timeout)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{kind}: {exc}\n{log_tail(server.process)}") from None
+        yield server
+    finally:
+        stop_process(server.process)
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """The ``pct``-th percentile (0-100) with linear interpolation between closest ranks."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * pct / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def ratio(value: float, baseline: float | None) -> float | None:
+    if baseline is None or baseline == 0 or math.isnan(baseline) or math.isnan(value):
+        return None
+    return value / baseline
+
+
+def _rounded(value: float | None, digits: int = 3) -> float | None:
+    if value is None or math.isnan(value):
+        return None
+    return round(value, digits)
+
+
+def emit(
+    bench: str,
+    metric: str,
+    value: float,
+    unit: str,
+    baseline: float | None = None,
+    ratio: float | None = None,
+) -> None:
+    """Print one figure as a JSON line."""
+    line = {
+        "bench": bench,
+        "metric": metric,
+        "value": _rounded(value),
+        "unit": unit,
+        "baseline": _rounded(baseline),
+        "ratio": _rounded(ratio),
+    }
+    print(json.dumps(line), flush=True)
+
+
+def handle_sigterm() -> None:
+    """Turn SIGTERM into KeyboardInterrupt so ``finally`` blocks stop the servers we started
+    (run_all sends SIGTERM to a bench that times out)."""
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+def add_common_args(parser: argparse.ArgumentParser, default_seconds: float = 10.0) -> None:
+    """Options every bench accepts, so ``run_all.py`` can forward them to each one."""
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=default_seconds,
+        help="length of each timed load phase (benches without one ignore it) [%(default)s]",
+    )

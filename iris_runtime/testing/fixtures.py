@@ -1,0 +1,56 @@
+"""pytest fixtures for Iris, loaded through the ``pytest11`` entry point.
+
+``iris_server`` is a running ``iris serve`` with a temp data dir (offline provider);
+``start_iris(**env)`` starts more, with extra environment (e.g. ``IRIS_PROVIDER="scripted"``).
+Every server started is stopped at teardown.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iris_runtime.testing.server import IrisServer
+
+
+@pytest.fixture
+def start_iris(tmp_path: Path) -> Iterator[Callable[..., IrisServer]]:
+    started: list[IrisServer] = []
+
+    def start(data_dir: Path | None = None, **env: str) -> IrisServer:
+        server = IrisServer(data_dir or tmp_path / f"data{len(started)}", env=env)
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def iris_server(start_iris: Callable[..., IrisServer]) -> IrisServer:
+    return start_iris()
+
+
+@pytest.fixture(scope="module")
+def shared_iris_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IrisServer]:
+    """One server for a whole test module, for tests that do not care about each other's data."""
+    server = IrisServer(tmp_path_factory.mktemp("iris") / "data").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def write_script(tmp_path: Path) -> Callable[[list[dict[str, Any]]], Path]:
+    """Write a scripted-provider script; pass the path as ``IRIS_SCRIPT_FILE``."""
+    path = tmp_path / "script.json"
+
+    def write(rules: list[dict[str, Any]]) -> Path:
+        path.write_text(json.dumps({"rules": rules}))
+        return path
+
+    return write

@@ -1,0 +1,138 @@
+"""A real ``iris serve`` (gunicorn) on free loopback ports, for tests and benchmarks."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STARTUP_TIMEOUT = 20.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class HttpReply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class IrisServer:
+    """One Iris process. ``start()`` returns once ``/health`` answers; ``stop()`` sends SIGTERM."""
+
+    data_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    process: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "iris_runtime", "serve"]
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "BRIDGE_PORT", "AGENT_NAME"))}
+        env.update(
+            IRIS_DATA_DIR=str(self.data_dir),
+            IRIS_API_PORT=str(self.port),
+            IRIS_API_TOKEN=self.token,
+            IRIS_SSE_HEARTBEAT_SECONDS="0.5",
+        )
+        env.update(self.env)
+        return env
+
+    def start(self, timeout: float = STARTUP_TIMEOUT) -> IrisServer:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.data_dir.parent / f"iris-{self.port}.log"
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.command(), env=self.environment(), stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"iris serve exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                if self.get("/health", auth=False).status == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"iris serve not healthy after {timeout}s:\n{self.log_tail()}")
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+    def restart(self) -> IrisServer:
+        self.stop()
+        return self.start()
+
+    def log_tail(self, lines: int = 40) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    # -- HTTP ---------------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        json_body: Any = None,
+        headers: dict[str, str] | None = None,
+        auth: bool = True,
+        timeout: float = 60.0,
+    ) -> HttpReply:
+        all_headers = dict(headers or {})
+        if auth:
+            all_headers.setdefault("Authorization", f"Bearer {self.token}")
+        if json_body is not None:
+            body = json.dumps(json_body).encode()
+            all_headers.setdefault("Content-Type", "application/json")
+        req = urllib.request.Request(self.url + path, data=body, method=method, headers=all_headers)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310 (loopback)
+                return HttpReply(response.status, dict(response.headers), response.read())
+        except urllib.error.HTTPError as error:
+            return HttpReply(error.code, dict(error.headers), error.read())
+
+    def get(self, path: str, **kwargs: Any) -> HttpReply:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> HttpReply:
+        return self.request("POST", path, **kwargs)

@@ -1,0 +1,195 @@
+"""The ``read``, ``write`` and ``edit`` tools: UTF-8 text files inside the workspace.
+
+Writes go through a temp file in the target's directory and ``os.replace`` so a crash or a full
+disk never leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from iris_runtime.engine.tools import ToolContext, ToolResult
+from iris_runtime.errors import InvalidInput
+from iris_runtime.tools.workspace import confine, display
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+_NEW_FILE_MODE = 0o644
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    path = {"type": "string", "description": "File path, relative to the workspace."}
+    return {
+        "type": "object",
+        "properties": {"path": path, **properties},
+        "required": ["path", *required],
+        "additionalProperties": False,
+    }
+
+
+class ReadTool:
+    name = "read"
+    description = (
+        "Read a UTF-8 text file from the workspace. Use offset (1-based line) and limit (lines) "
+        "to read a large file in pieces."
+    )
+
+    def __init__(self) -> None:
+        self.parameters = _schema(
+            {
+                "offset": {"type": "integer", "description": "First line to return (1-based)."},
+                "limit": {"type": "integer", "description": "Maximum number of lines to return."},
+            },
+            [],
+        )
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        offset, limit = args.get("offset", 1), args.get("limit")
+        if offset < 1 or (limit is not None and limit < 1):
+            return ToolResult("offset and limit must be at least 1", is_error=True)
+        try:
+            path = _existing_file(ctx.workspace, args["path"])
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except (InvalidInput, OSError) as exc:
+            return _error(exc)
+        return _read_slice(_split_lines(text), offset, limit, ctx.output_max_chars)
+
+
+class WriteTool:
+    name = "write"
+    description = (
+        "Create or overwrite a text file in the workspace with the given content. Missing parent "
+        "directories are created."
+    )
+
+    def __init__(self) -> None:
+        self.parameters = _schema(
+            {"content": {"type": "string", "description": "The full new content."}}, ["content"]
+        )
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        data = args["content"].encode("utf-8", errors="surrogatepass")
+        try:
+            path = confine(ctx.workspace, args["path"])
+            if path.is_dir():
+                raise InvalidInput(f"{args['path']} is a directory")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(path, data)
+        except (InvalidInput, OSError) as exc:
+            return _error(exc)
+        return ToolResult(f"wrote {len(data)} bytes to {display(ctx.workspace, path)}")
+
+
+class EditTool:
+    name = "edit"
+    description = (
+        "Replace one exact occurrence of old_text with new_text in a workspace file. old_text "
+        "must occur exactly once; include surrounding lines to make it unique."
+    )
+
+    def __init__(self) -> None:
+        self.parameters = _schema(
+            {
+                "old_text": {"type": "string", "description": "Exact text to replace."},
+                "new_text": {"type": "string", "description": "Replacement text."},
+            },
+            ["old_text", "new_text"],
+        )
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        old, new = args["old_text"], args["new_text"]
+        if not old:
+            return ToolResult("old_text must not be empty", is_error=True)
+        try:
+            path = _existing_file(ctx.workspace, args["path"])
+            # Strict decoding: writing back a lossy decode would corrupt the file's other bytes.
+            text = path.read_bytes().decode("utf-8")
+            count = text.count(old)
+            if count != 1:
+                raise InvalidInput(_occurrence_problem(count))
+            _atomic_write(path, text.replace(old, new, 1).encode("utf-8", errors="surrogatepass"))
+        except UnicodeDecodeError:
+            return ToolResult(f"{args['path']} is not UTF-8 text; edit refused", is_error=True)
+        except (InvalidInput, OSError) as exc:
+            return _error(exc)
+        return ToolResult(f"edited {display(ctx.workspace, path)}")
+
+
+def _occurrence_problem(count: int) -> str:
+    if count == 0:
+        return "old_text occurs 0 times in the file; nothing changed"
+    return f"old_text occurs {count} times in the file; add context to make it unique"
+
+
+def _error(exc: Exception) -> ToolResult:
+    return ToolResult(str(exc), is_error=True)
+
+
+def _existing_file(workspace: Path, user_path: str) -> Path:
+    path = confine(workspace, user_path)
+    if path.is_dir():
+        raise InvalidInput(f"{user_path} is a directory, not a file")
+    if not path.is_file():
+        raise InvalidInput(f"{user_path}: no such file")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise InvalidInput(f"{user_path} is {size} bytes; files over {MAX_FILE_BYTES} are refused")
+    return path
+
+
+def _split_lines(text: str) -> list[str]:
+    """Lines with their newlines, split on "\\n" only so numbers match grep, sed and wc."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def _read_slice(lines: list[str], offset: int, limit: int | None, max_chars: int) -> ToolResult:
+    if offset > max(len(lines), 1):
+        return ToolResult(f"offset {offset} is past the end ({len(lines)} lines)", is_error=True)
+    end = len(lines) if limit is None else min(len(lines), offset - 1 + limit)
+    chosen: list[str] = []
+    used = 0
+    for line in lines[offset - 1 : end]:
+        if chosen and used + len(line) > max_chars:
+            break
+        chosen.append(line)
+        used += len(line)
+    text = "".join(chosen)
+    last = offset - 1 + len(chosen)
+    if len(text) > max_chars:  # a single line longer than the whole budget
+        return ToolResult(
+            f"{text[:max_chars]}\n[line {offset} is longer than {max_chars} characters; "
+            f"only its start is shown; use offset={offset + 1} for the next line]"
+        )
+    if last < len(lines):
+        text += (
+            f"\n[showing lines {offset}-{last} of {len(lines)}; "
+            f"use offset={last + 1} to read further]"
+        )
+    return ToolResult(text)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = _NEW_FILE_MODE
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp_name, mode)
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise

@@ -1,0 +1,51 @@
+"""Durable session logs: append, reset markers, torn lines, replay after a restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from iris_runtime.engine.provider import Message
+from iris_runtime.engine.sessions import SessionStore
+
+
+def test_context_is_replayed_from_disk_by_a_new_store(tmp_path: Path) -> None:
+    first = SessionStore(tmp_path)
+    first.append_message("SESSION-a", "user", "hi")
+    first.append_message("SESSION-a", "assistant", "hello")
+    again = SessionStore(tmp_path)  # a restarted process
+    assert again.context("SESSION-a") == [Message("user", "hi"), Message("assistant", "hello")]
+
+
+def test_reset_keeps_the_log_but_clears_the_context(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    store.append_message("SESSION-a", "user", "old")
+    store.reset("SESSION-a")
+    store.append_message("SESSION-a", "user", "new")
+    assert store.context("SESSION-a") == [Message("user", "new")]
+    assert SessionStore(tmp_path).context("SESSION-a") == [Message("user", "new")]
+    assert [e["type"] for e in store.entries("SESSION-a")] == ["message", "reset", "message"]
+    assert [e.get("text") for e in store.entries("SESSION-a", since_reset=True)] == [None, "new"]
+
+
+def test_a_torn_last_line_is_skipped_and_never_glues_onto_the_next(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    store.append_message("SESSION-a", "user", "whole")
+    log = store.log_path("SESSION-a")
+    with log.open("a") as handle:
+        handle.write('{"type":"message","role":"user","te')  # a crash mid-write
+    store.append_message("SESSION-a", "assistant", "after the crash")
+    texts = [e["text"] for e in SessionStore(tmp_path).entries("SESSION-a")]
+    assert texts == ["whole", "after the crash"]
+
+
+def test_log_files_are_private(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    store.append_message("SESSION-a", "user", "secret plans")
+    assert store.log_path("SESSION-a").stat().st_mode & 0o077 == 0
+
+
+def test_cancelled_messages_are_logged_but_not_replayed(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    store.append_message("SESSION-a", "user", "never ran", status="cancelled")
+    assert store.context("SESSION-a") == []
+    assert store.entries("SESSION-a")[0]["status"] == "cancelled"
