@@ -16,7 +16,7 @@ from types import MappingProxyType
 from iris_runtime.errors import ConfigError
 
 DEFAULT_DATA_DIR = ".iris-data"
-TOKEN_FILE_NAME = "api-token"
+TOKEN_FILE_NAME = "api-token"  # noqa: S105 (a file name, not a secret)
 
 # Field names whose values never leave the process unmasked (doctor, logs, reprs).
 SECRET_FIELDS = frozenset({"api_token"})
@@ -143,7 +143,9 @@ class Settings:
         if len(set(ports.values())) != len(ports):
             raise ConfigError(f"ports must differ: {ports}")
         if self.log_level not in {"debug", "info", "warning", "error", "critical"}:
-            raise ConfigError(f"IRIS_LOG_LEVEL must be debug/info/warning/error, not {self.log_level!r}")
+            raise ConfigError(
+                f"IRIS_LOG_LEVEL must be debug/info/warning/error, not {self.log_level!r}"
+            )
 
     @property
     def token_file(self) -> Path:

@@ -8,6 +8,7 @@ rejected and reported (``iris plugins``, ``iris doctor``) instead of being half-
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 from collections.abc import Callable
@@ -26,11 +27,11 @@ from iris_runtime.config import Settings
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "iris"
-BUILTIN_PLUGINS = (
-    "iris_runtime.bridge.plugin",
-    "iris_runtime.providers.plugin",
-    "iris_runtime.tools.plugin",
-)
+BUILTIN_PLUGINS = {
+    "bridge": "iris_runtime.bridge.plugin",
+    "providers": "iris_runtime.providers.plugin",
+    "tools": "iris_runtime.tools.plugin",
+}
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,12 @@ class PluginHost:
         self.manager = pluggy.PluginManager(PROJECT_NAME)
         self.manager.add_hookspecs(hookspecs)
         if self.settings.trace_plugins:
-            self.manager.trace.root.setwriter(lambda message: log.info("plugin trace: %s", message.rstrip()))
+            self.manager.trace.root.setwriter(
+                lambda message: log.info("plugin trace: %s", message.rstrip())
+            )
             self.manager.enable_tracing()
-        for module_name in BUILTIN_PLUGINS:
-            self._register(module_name.rsplit(".", 2)[-2], lambda m=module_name: importlib.import_module(m), "builtin")
+        for name, module_name in BUILTIN_PLUGINS.items():
+            self._register(name, functools.partial(importlib.import_module, module_name), "builtin")
         self._load_entry_points()
 
     def _load_entry_points(self) -> None:
@@ -120,7 +123,9 @@ class PluginHost:
     def transports(self) -> list[TransportFactory]:
         found: list[TransportFactory] = []
         self.manager.hook.register_transports(
-            register=lambda factory, fallback=False: found.append(TransportFactory(factory, fallback)),
+            register=lambda factory, fallback=False: found.append(
+                TransportFactory(factory, fallback)
+            ),
             settings=self.settings,
         )
         return found

@@ -45,14 +45,18 @@ class Runtime:
         factory = providers.get(settings.provider)
         if factory is None:
             known = ", ".join(sorted(providers)) or "none"
-            raise ConfigError(f"IRIS_PROVIDER={settings.provider!r} is not installed (known: {known})")
+            raise ConfigError(
+                f"IRIS_PROVIDER={settings.provider!r} is not installed (known: {known})"
+            )
         tools = ToolRegistry()
         for tool in host.tools():
             tools.register(tool)
         sandboxes = host.sandboxes()
         if settings.sandbox not in sandboxes:
             known = ", ".join(sorted(sandboxes)) or "none"
-            raise ConfigError(f"IRIS_SANDBOX={settings.sandbox!r} is not installed (known: {known})")
+            raise ConfigError(
+                f"IRIS_SANDBOX={settings.sandbox!r} is not installed (known: {known})"
+            )
         engine = Engine(
             settings, factory(settings), tools, extra_skills=host.skills(), sandboxes=sandboxes
         )

@@ -1,7 +1,6 @@
 """The built-in headless transport, registered through the same hook as every other."""
 
 from collections.abc import Callable
-from typing import Any
 
 from iris_runtime import hookimpl
 from iris_runtime.bridge.transport import BridgeTransport

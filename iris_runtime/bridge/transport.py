@@ -53,7 +53,9 @@ BRIDGE_PROFILE = TransportPromptProfile(
 class BridgeContext:
     """Reply plumbing for one bridge run: everything folds into one accumulator."""
 
-    def __init__(self, event: TransportEvent, on_status: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, event: TransportEvent, on_status: Callable[[str], None] | None = None
+    ) -> None:
         self.transport_id = BRIDGE_PROFILE.transport_id
         self.message = event
         self.channel_name: str | None = None
@@ -150,4 +152,3 @@ class BridgeTransport:
 
     def reset_session_context(self, channel_id: str) -> None:
         self._engine.sessions.reset(channel_id)
-

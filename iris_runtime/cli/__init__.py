@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 
@@ -29,15 +30,16 @@ cli.add_command(plugins)
 def _add_plugin_commands() -> None:
     from iris_runtime.plugins import PluginHost
 
-    try:
+    # With a broken configuration the subcommand being run reports the error itself.
+    with contextlib.suppress(ConfigError):
         PluginHost(Settings.from_env()).add_commands(cli)
-    except ConfigError:
-        pass  # the subcommand being run reports configuration errors itself
 
 
 def main() -> None:
     logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     _add_plugin_commands()
     cli(prog_name="iris")

@@ -43,7 +43,9 @@ def _port_checks(settings: Settings) -> list[Check]:
     out = []
     for name, port in listen_ports(settings).items():
         problem = port_problem(settings.api_host, port)
-        status, detail = ("warn", f"{problem} (is Iris already running?)") if problem else ("ok", "free")
+        status, detail = (
+            ("warn", f"{problem} (is Iris already running?)") if problem else ("ok", "free")
+        )
         out.append(Check(name, status, f"{settings.api_host}:{port} {detail}"))
     return out
 
@@ -57,19 +59,31 @@ def _plugin_checks(settings: Settings) -> list[Check]:
     if settings.provider in providers:
         checks.append(Check("provider", "ok", settings.provider))
     else:
-        checks.append(Check("provider", "fail", f"{settings.provider!r} is not installed "
-                                               f"(known: {', '.join(sorted(providers))})"))
+        checks.append(
+            Check(
+                "provider",
+                "fail",
+                f"{settings.provider!r} is not installed (known: {', '.join(sorted(providers))})",
+            )
+        )
     sandboxes = sorted(host.sandboxes())
     status = "ok" if settings.sandbox in sandboxes else "fail"
-    checks.append(Check("sandbox", status, f"{settings.sandbox} (installed: {', '.join(sandboxes)})"))
+    checks.append(
+        Check("sandbox", status, f"{settings.sandbox} (installed: {', '.join(sandboxes)})")
+    )
     backends = sorted(host.secret_backends())
     checks.append(Check("secret_backends", "ok", ", ".join(backends) or "none installed"))
     return checks
 
 
 def run_checks(settings: Settings) -> list[Check]:
-    token_state = "set" if settings.api_token else (
-        "in token file" if settings.token_file.exists() else "not set (created on first serve)")
+    token_state = (
+        "set"
+        if settings.api_token
+        else (
+            "in token file" if settings.token_file.exists() else "not set (created on first serve)"
+        )
+    )
     return [
         Check("api_token", "ok", token_state),
         *_data_dir_checks(settings),
@@ -88,8 +102,11 @@ def doctor(as_json: bool) -> None:
         raise click.ClickException(f"configuration error: {exc.message}") from None
     checks = run_checks(settings)
     if as_json:
-        click.echo(json.dumps({"settings": settings.masked(),
-                               "checks": [c.__dict__ for c in checks]}, indent=2))
+        click.echo(
+            json.dumps(
+                {"settings": settings.masked(), "checks": [c.__dict__ for c in checks]}, indent=2
+            )
+        )
     else:
         click.echo("Configuration:")
         for key, value in settings.masked().items():

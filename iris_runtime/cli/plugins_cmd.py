@@ -17,11 +17,18 @@ def plugins(as_json: bool) -> None:
     host = PluginHost(load_settings())
     loaded = host.plugins()
     if as_json:
-        click.echo(json.dumps({
-            "plugins": [{"name": p.name, "source": p.source, "hooks": list(p.hooks)} for p in loaded],
-            "skipped": host.skipped,
-            "errors": host.errors,
-        }, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "plugins": [
+                        {"name": p.name, "source": p.source, "hooks": list(p.hooks)} for p in loaded
+                    ],
+                    "skipped": host.skipped,
+                    "errors": host.errors,
+                },
+                indent=2,
+            )
+        )
     else:
         for info in loaded:
             click.echo(f"{info.name:<20} {info.source:<24} {', '.join(info.hooks)}")

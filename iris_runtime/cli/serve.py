@@ -128,6 +128,9 @@ def serve(agent_name: str | None, bridge_port: int | None) -> None:
     settings.control_socket.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     check_startup(settings)
     source = "IRIS_API_TOKEN" if settings.env.get("IRIS_API_TOKEN") else str(settings.token_file)
-    click.echo(f"Iris API on http://{settings.api_host}:{settings.api_port} "
-               f"(data {settings.data_dir}; API token in {source})", err=True)
+    click.echo(
+        f"Iris API on http://{settings.api_host}:{settings.api_port} "
+        f"(data {settings.data_dir}; API token in {source})",
+        err=True,
+    )
     IrisServer(settings).run()

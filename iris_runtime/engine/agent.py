@@ -101,7 +101,11 @@ class AgentLoop:
         return outcome
 
     def _stream_turn(
-        self, request: ProviderRequest, out: RunOutput, abort: threading.Event, outcome: AgentOutcome
+        self,
+        request: ProviderRequest,
+        out: RunOutput,
+        abort: threading.Event,
+        outcome: AgentOutcome,
     ) -> _Turn:
         turn = _Turn()
         for event in self._provider.stream(request, abort):
@@ -143,7 +147,11 @@ class AgentLoop:
                 out.tool_event(ToolEvent("start", call.call_id, call.name, call.arguments))
                 result = self._tools.execute(call, ctx)
                 out.tool_event(
-                    ToolEvent("end", call.call_id, call.name, call.arguments, result.text, result.is_error)
+                    ToolEvent(
+                        "end", call.call_id, call.name, call.arguments, result.text, result.is_error
+                    )
                 )
-            results.append(Message("tool", result.text, tool_call_id=call.call_id, is_error=result.is_error))
+            results.append(
+                Message("tool", result.text, tool_call_id=call.call_id, is_error=result.is_error)
+            )
         return results

@@ -18,7 +18,9 @@ _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SESSION_PREFIX = "SESSION-"
 MAX_FILENAME_BYTES = 200
 # Top-level names of the data dir that a channel must never alias.
-_RESERVED = frozenset({"bridge-jobs", "events", "audit", "skills", "run", "state.db", "agents.json"})
+_RESERVED = frozenset(
+    {"bridge-jobs", "events", "audit", "skills", "run", "state.db", "agents.json"}
+)
 
 
 def validate_channel_id(channel_id: str) -> str:
@@ -64,7 +66,9 @@ def validate_filename(name: str) -> str:
     elif name.startswith("."):
         problem = "starts with a dot"
     if problem:
-        raise InvalidInput(f"invalid file name {name[:80]!r}: it {problem}", code="invalid_filename")
+        raise InvalidInput(
+            f"invalid file name {name[:80]!r}: it {problem}", code="invalid_filename"
+        )
     return name
 
 

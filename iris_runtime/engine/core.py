@@ -62,7 +62,11 @@ class Engine:
         self._extra_skills = list(extra_skills or [])
         self.sandboxes = dict(sandboxes or {})
         self._lanes = Lanes(
-            {"main": settings.lane_main, "subagent": settings.lane_subagent, "events": settings.lane_events}
+            {
+                "main": settings.lane_main,
+                "subagent": settings.lane_subagent,
+                "events": settings.lane_events,
+            }
         )
         self._loop = AgentLoop(provider, tools, max_turns=settings.max_turns, model=settings.model)
         self._slots: dict[str, _ChannelSlot] = {}
@@ -97,8 +101,15 @@ class Engine:
         """Queue a run for the event's channel; raises QueueFull when five are already waiting."""
         resolve_channel_dir(self.settings.data_dir, event.channel)  # validates the id early
         run_id = uuid.uuid4().hex[:16]
-        run = Run(run_id, event.channel, transport.transport_id, event, is_event, lane,
-                  RunTicket(run_id, event.channel))
+        run = Run(
+            run_id,
+            event.channel,
+            transport.transport_id,
+            event,
+            is_event,
+            lane,
+            RunTicket(run_id, event.channel),
+        )
         with self._lock:
             if self._stopping:
                 raise EngineStopping("Iris is shutting down; try again after it restarts")
@@ -107,8 +118,11 @@ class Engine:
                 slot.running = run
                 start_now = True
             elif len(slot.waiting) >= MAX_WAITING_PER_CHANNEL:
-                log.warning("queue of %s is full (%d waiting); refusing a message",
-                            event.channel, MAX_WAITING_PER_CHANNEL)
+                log.warning(
+                    "queue of %s is full (%d waiting); refusing a message",
+                    event.channel,
+                    MAX_WAITING_PER_CHANNEL,
+                )
                 raise QueueFull(
                     f"channel {event.channel!r} has a run in progress and "
                     f"{MAX_WAITING_PER_CHANNEL} messages waiting; try again when it finishes"
@@ -193,8 +207,15 @@ class Engine:
     def _cancel(self, run: Run) -> None:
         # The message was accepted, so it is logged even though it never ran.
         self._log_user(run, status="cancelled")
-        run.ticket.resolve(RunResult(run.run_id, "cancelled", "", "Iris shut down before this "
-                                     "message ran", "shutting_down"))
+        run.ticket.resolve(
+            RunResult(
+                run.run_id,
+                "cancelled",
+                "",
+                "Iris shut down before this message ran",
+                "shutting_down",
+            )
+        )
 
     # -- running ------------------------------------------------------------------------------
 
@@ -222,8 +243,13 @@ class Engine:
         system = build_system_prompt(
             profile, self.settings.workspace, skills=skills, channels=ctx.channels, users=ctx.users
         )
-        sink = RunSink(ctx, self.observers, run.channel, self.settings.data_dir,
-                       observed=self.observers.is_observed(run.channel))
+        sink = RunSink(
+            ctx,
+            self.observers,
+            run.channel,
+            self.settings.data_dir,
+            observed=self.observers.is_observed(run.channel),
+        )
         tool_ctx = ToolContext(
             workspace=self.settings.workspace,
             channel_dir=directory,
@@ -234,7 +260,9 @@ class Engine:
             sandbox=self.settings.sandbox,
             sandboxes=self.sandboxes,
         )
-        user = Message("user", _user_prompt(run.event, profile.attachments_tag_name, self.settings.data_dir))
+        user = Message(
+            "user", _user_prompt(run.event, profile.attachments_tag_name, self.settings.data_dir)
+        )
         ctx.set_working(True)
         try:
             outcome = self._loop.run(system, [*history, user], tool_ctx, sink, run.abort)
@@ -258,15 +286,24 @@ class Engine:
     def _log_user(self, run: Run, **extra: object) -> None:
         event = run.event
         self.sessions.append_message(
-            run.channel, "user", event.text, user=event.user, runId=run.run_id,
+            run.channel,
+            "user",
+            event.text,
+            user=event.user,
+            runId=run.run_id,
             transport=run.transport_id,
-            attachments=[a.local for a in event.attachments], **extra,
+            attachments=[a.local for a in event.attachments],
+            **extra,
         )
 
     def _safe_log_reply(self, run: Run, result: RunResult) -> None:
         try:
             self.sessions.append_message(
-                run.channel, "assistant", result.text, runId=run.run_id, status=result.status,
+                run.channel,
+                "assistant",
+                result.text,
+                runId=run.run_id,
+                status=result.status,
                 transport=run.transport_id,
             )
         except Exception:

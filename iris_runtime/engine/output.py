@@ -54,7 +54,11 @@ class RunSink:
     def upload_file(self, file_path: str, title: str | None = None) -> None:
         self._ctx.upload_file(file_path, title)
         path = Path(file_path)
-        shown = str(path.relative_to(self._data_dir)) if path.is_relative_to(self._data_dir) else path.name
+        shown = (
+            str(path.relative_to(self._data_dir))
+            if path.is_relative_to(self._data_dir)
+            else path.name
+        )
         self._publish({"type": "file", "path": shown, "title": title or path.name})
 
     def final(self, text: str) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from iris_runtime.errors import NotFound, PromptProfileMissing
 
 if TYPE_CHECKING:
-    from iris_runtime.engine.core import RunTicket
+    from iris_runtime.engine.runs import RunTicket
 
 STATUS_MAX_CHARS = 200
 

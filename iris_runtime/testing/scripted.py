@@ -14,8 +14,8 @@ The rule is the first whose ``when`` occurs in the latest user message (no match
 message). The turn played is the number of model turns already taken since that message, so the
 script is stateless and safe under concurrency. Steps: ``text``, ``thinking``, ``tool`` (+``args``,
 ``id``), ``sleep`` (seconds, interrupted by stop), ``error``, ``usage``, and ``recall`` (replies
-with every earlier user message in the context, joined by `` | ``, proving what was replayed). The file is re-read on
-every call, so a test may rewrite it between turns.
+with every earlier user message in the context, joined by `` | ``, proving what was replayed).
+The file is re-read on every call, so a test may rewrite it between turns.
 """
 
 from __future__ import annotations
@@ -93,7 +93,9 @@ class ScriptedProvider:
                 yield ThinkingDelta(str(step["thinking"]))
             elif "tool" in step:
                 call_id = str(step.get("id", f"call-{index}-{number}"))
-                yield ToolCallEvent(ToolCall(call_id, str(step["tool"]), dict(step.get("args", {}))))
+                yield ToolCallEvent(
+                    ToolCall(call_id, str(step["tool"]), dict(step.get("args", {})))
+                )
             elif "recall" in step:
                 earlier = [m.text for m in request.messages if m.role == "user"][:-1]
                 yield TextDelta("recall: " + " | ".join(earlier))

@@ -55,7 +55,11 @@ class IrisServer:
         return [sys.executable, "-m", "iris_runtime", "serve"]
 
     def environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("IRIS_", "BRIDGE_PORT", "AGENT_NAME"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("IRIS_", "BRIDGE_PORT", "AGENT_NAME"))
+        }
         env.update(
             IRIS_DATA_DIR=str(self.data_dir),
             IRIS_API_PORT=str(self.port),
@@ -76,7 +80,9 @@ class IrisServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"iris serve exited with {self.process.returncode}:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"iris serve exited with {self.process.returncode}:\n{self.log_tail()}"
+                )
             try:
                 if self.get("/health", auth=False).status == 200:
                     return self
@@ -124,9 +130,11 @@ class IrisServer:
         if json_body is not None:
             body = json.dumps(json_body).encode()
             all_headers.setdefault("Content-Type", "application/json")
-        req = urllib.request.Request(self.url + path, data=body, method=method, headers=all_headers)
+        req = urllib.request.Request(  # noqa: S310 (always our own loopback http URL)
+            self.url + path, data=body, method=method, headers=all_headers
+        )
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310 (loopback)
+            with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310
                 return HttpReply(response.status, dict(response.headers), response.read())
         except urllib.error.HTTPError as error:
             return HttpReply(error.code, dict(error.headers), error.read())

@@ -23,7 +23,9 @@ def require_bearer_token(app: Flask, expected: str) -> None:
         header = request.headers.get("Authorization", "")
         scheme, _, presented = header.partition(" ")
         if scheme.lower() != "bearer" or not presented.strip():
-            return error_response("missing bearer token (Authorization: Bearer …)", "unauthorized", 401)
+            return error_response(
+                "missing bearer token (Authorization: Bearer …)", "unauthorized", 401
+            )
         if not token_matches(presented.strip(), expected):
             return error_response("invalid API token", "unauthorized", 401)
         return None

@@ -11,7 +11,9 @@ from flask import request
 from iris_runtime.errors import InvalidInput
 
 
-def json_object(*, required: Collection[str] = (), optional: Collection[str] = ()) -> dict[str, Any]:
+def json_object(
+    *, required: Collection[str] = (), optional: Collection[str] = ()
+) -> dict[str, Any]:
     raw = request.get_data(cache=True)
     if not raw.strip():
         if required:

@@ -23,7 +23,9 @@ class PortDispatcher:
         self.apps = dict(apps)
         self.runtime = runtime
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
         try:
             port = int(environ.get("SERVER_PORT") or 0)
         except ValueError:

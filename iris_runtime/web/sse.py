@@ -7,6 +7,7 @@ response closes, which gunicorn does as soon as a heartbeat write fails on a gon
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 from collections.abc import Iterator
@@ -27,10 +28,9 @@ def observer_stream(hub: ObserverHub, channel: str, heartbeat_seconds: float) ->
     pending: queue.Queue[ObserverEvent] = queue.Queue(maxsize=MAX_PENDING_EVENTS)
 
     def deliver(event: ObserverEvent) -> None:
-        try:
+        # A stalled client loses events rather than stalling the run.
+        with contextlib.suppress(queue.Full):
             pending.put_nowait(event)
-        except queue.Full:  # a stalled client loses events rather than stalling the run
-            pass
 
     token = hub.register(channel, deliver)  # raises TooManyObservers → 429
 

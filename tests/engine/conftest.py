@@ -136,13 +136,20 @@ def script(tmp_path: Path) -> Callable[[list[dict[str, Any]]], None]:
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
     settings = Settings.from_env(
-        {"IRIS_DATA_DIR": str(tmp_path / "data"), "IRIS_MAX_TURNS": "4", "IRIS_BASH_TIMEOUT_SECONDS": "10"}
+        {
+            "IRIS_DATA_DIR": str(tmp_path / "data"),
+            "IRIS_MAX_TURNS": "4",
+            "IRIS_BASH_TIMEOUT_SECONDS": "10",
+        }
     )
     settings.data_dir.mkdir()
     tools = ToolRegistry()
     register_tools(tools.register)
     engine = Engine(
-        settings, ScriptedProvider(tmp_path / "script.json"), tools, sandboxes={"host": HostSandbox()}
+        settings,
+        ScriptedProvider(tmp_path / "script.json"),
+        tools,
+        sandboxes={"host": HostSandbox()},
     )
     yield engine
     engine.stop(timeout=5)

@@ -20,7 +20,9 @@ def test_platform_channel_ids_are_accepted(tmp_path: Path, channel: str) -> None
     assert resolve_channel_dir(tmp_path, channel) == tmp_path.resolve() / channel
 
 
-@pytest.mark.parametrize("channel", ["", "..", "a/b", "../x", "a..b", ".hidden", "a\x00b", "ü", "x" * 201, "events"])
+@pytest.mark.parametrize(
+    "channel", ["", "..", "a/b", "../x", "a..b", ".hidden", "a\x00b", "ü", "x" * 201, "events"]
+)
 def test_odd_channel_ids_are_rejected(tmp_path: Path, channel: str) -> None:
     with pytest.raises(InvalidInput):
         resolve_channel_dir(tmp_path, channel)
@@ -33,7 +35,9 @@ def test_odd_session_ids_are_rejected(session: str) -> None:
     assert info.value.code == "invalid_session_id"
 
 
-@pytest.mark.parametrize("name", ["..", "../x", "a/b", "a\\b", "a\x00b", "a\nb", "a\x7fb", ".env", "", "x" * 201])
+@pytest.mark.parametrize(
+    "name", ["..", "../x", "a/b", "a\\b", "a\x00b", "a\nb", "a\x7fb", ".env", "", "x" * 201]
+)
 def test_odd_file_names_are_rejected(name: str) -> None:
     with pytest.raises(InvalidInput):
         validate_filename(name)

@@ -13,7 +13,6 @@ from iris_runtime.errors import EngineStopping, QueueFull
 from tests.engine.conftest import RecordingTransport, wait_until
 
 
-
 def watch(engine: Engine, channel: str) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     engine.observers.register(channel, seen.append)
@@ -23,7 +22,9 @@ def watch(engine: Engine, channel: str) -> list[dict[str, Any]]:
 Script = Callable[[list[dict[str, Any]]], None]
 
 
-def test_a_plain_message_runs_and_both_sides_are_logged(engine: Engine, transport: RecordingTransport) -> None:
+def test_a_plain_message_runs_and_both_sides_are_logged(
+    engine: Engine, transport: RecordingTransport
+) -> None:
     result = engine.submit(transport, TransportEvent("rec-1", "hello")).wait(10)
     assert result.status == "done"
     assert result.text == "echo: hello"
@@ -37,7 +38,10 @@ def test_one_run_per_channel_and_five_waiting_then_refusal(
     script([{"when": "slow", "turns": [[{"sleep": 30}]]}])
     first = engine.submit(transport, TransportEvent("rec-q", "slow 0"))
     wait_until(lambda: engine.is_running("rec-q"))
-    waiting = [engine.submit(transport, TransportEvent("rec-q", f"quick {i}")) for i in range(MAX_WAITING_PER_CHANNEL)]
+    waiting = [
+        engine.submit(transport, TransportEvent("rec-q", f"quick {i}"))
+        for i in range(MAX_WAITING_PER_CHANNEL)
+    ]
     with pytest.raises(QueueFull):
         engine.submit(transport, TransportEvent("rec-q", "one too many"))
     # Another channel is not held up by the full one.
@@ -52,7 +56,21 @@ def test_one_run_per_channel_and_five_waiting_then_refusal(
 def test_stop_resolves_the_waiter_with_text_so_far(
     engine: Engine, transport: RecordingTransport, script: Script
 ) -> None:
-    script([{"when": "long", "turns": [[{"text": "half an answer"}, {"thinking": "mid"}, {"sleep": 30}, {"text": " never"}]]}])
+    script(
+        [
+            {
+                "when": "long",
+                "turns": [
+                    [
+                        {"text": "half an answer"},
+                        {"thinking": "mid"},
+                        {"sleep": 30},
+                        {"text": " never"},
+                    ]
+                ],
+            }
+        ]
+    )
     seen = watch(engine, "rec-s")
     ticket = engine.submit(transport, TransportEvent("rec-s", "long job"))
     wait_until(lambda: any(e["type"] == "thinking" for e in seen))
@@ -66,10 +84,20 @@ def test_stop_resolves_the_waiter_with_text_so_far(
 def test_tool_calls_loop_until_a_final_answer(
     engine: Engine, transport: RecordingTransport, script: Script
 ) -> None:
-    script([{"when": "files", "turns": [
-        [{"thinking": "let me look"}, {"tool": "bash", "args": {"command": "echo tool-ran"}, "id": "c1"}],
-        [{"text": "all done"}],
-    ]}])
+    script(
+        [
+            {
+                "when": "files",
+                "turns": [
+                    [
+                        {"thinking": "let me look"},
+                        {"tool": "bash", "args": {"command": "echo tool-ran"}, "id": "c1"},
+                    ],
+                    [{"text": "all done"}],
+                ],
+            }
+        ]
+    )
     result = engine.submit(transport, TransportEvent("rec-t", "list files")).wait(15)
     assert result.status == "done" and result.text == "all done"
     ctx = transport.contexts[-1]
@@ -80,7 +108,9 @@ def test_tool_calls_loop_until_a_final_answer(
     assert ctx.calls[0] == ("working", True) and ctx.calls[-1] == ("working", False)
 
 
-def test_runaway_tool_loops_stop_at_max_turns(engine: Engine, transport: RecordingTransport, script: Script) -> None:
+def test_runaway_tool_loops_stop_at_max_turns(
+    engine: Engine, transport: RecordingTransport, script: Script
+) -> None:
     loop = [{"tool": "bash", "args": {"command": "true"}}]
     script([{"when": "loop", "turns": [loop] * 10}])
     result = engine.submit(transport, TransportEvent("rec-m", "loop forever")).wait(20)
@@ -92,7 +122,9 @@ def test_runaway_tool_loops_stop_at_max_turns(engine: Engine, transport: Recordi
 def test_provider_errors_become_an_explicit_failed_reply(
     engine: Engine, transport: RecordingTransport, script: Script
 ) -> None:
-    script([{"when": "boom", "turns": [[{"text": "partial"}, {"error": "upstream 529 overloaded"}]]}])
+    script(
+        [{"when": "boom", "turns": [[{"text": "partial"}, {"error": "upstream 529 overloaded"}]]}]
+    )
     result = engine.submit(transport, TransportEvent("rec-e", "boom")).wait(10)
     assert result.status == "failed"
     assert result.error_code == "run_failed"
@@ -110,7 +142,9 @@ def test_a_transport_without_a_prompt_profile_fails_clearly(engine: Engine) -> N
     assert engine.sessions.entries("rec-g")[0]["text"] == "hi"  # the message is not lost
 
 
-def test_dispatch_routes_to_the_owning_transport(engine: Engine, transport: RecordingTransport) -> None:
+def test_dispatch_routes_to_the_owning_transport(
+    engine: Engine, transport: RecordingTransport
+) -> None:
     assert engine.dispatch(TransportEvent("rec-d", "routed"))
     wait_until(lambda: len(engine.sessions.entries("rec-d")) == 2)
     assert transport.contexts[-1].message.text == "routed"
@@ -129,18 +163,26 @@ def test_shutdown_aborts_running_cancels_waiting_and_refuses_new(
     assert queued.wait(5).status == "cancelled"
     with pytest.raises(EngineStopping):
         engine.submit(transport, TransportEvent("rec-x", "late"))
-    statuses = [(e["text"], e.get("status")) for e in engine.sessions.entries("rec-x") if e["role"] == "user"]
+    statuses = [
+        (e["text"], e.get("status"))
+        for e in engine.sessions.entries("rec-x")
+        if e["role"] == "user"
+    ]
     assert ("queued", "cancelled") in statuses
 
 
-def test_history_is_replayed_into_the_next_run(engine: Engine, transport: RecordingTransport, script: Script) -> None:
+def test_history_is_replayed_into_the_next_run(
+    engine: Engine, transport: RecordingTransport, script: Script
+) -> None:
     script([{"when": "what did I say", "turns": [[{"recall": True}]]}])
     engine.submit(transport, TransportEvent("rec-h", "my name is Ada")).wait(10)
     result = engine.submit(transport, TransportEvent("rec-h", "what did I say")).wait(10)
     assert result.text == "recall: my name is Ada"
 
 
-def test_silent_replies_are_not_sent(engine: Engine, transport: RecordingTransport, script: Script) -> None:
+def test_silent_replies_are_not_sent(
+    engine: Engine, transport: RecordingTransport, script: Script
+) -> None:
     script([{"when": "quiet", "turns": [[{"text": "[SILENT]"}]]}])
     result = engine.submit(transport, TransportEvent("rec-q2", "quiet please")).wait(10)
     assert result.text == ""

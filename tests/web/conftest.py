@@ -17,8 +17,11 @@ class SSEReader:
 
     def __init__(self, server: IrisServer, session: str) -> None:
         self.conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-        self.conn.request("GET", f"/sessions/{session}/stream",
-                          headers={"Authorization": f"Bearer {server.token}"})
+        self.conn.request(
+            "GET",
+            f"/sessions/{session}/stream",
+            headers={"Authorization": f"Bearer {server.token}"},
+        )
         self.response = self.conn.getresponse()
         self.status = self.response.status
         self.events: list[dict[str, Any]] = []
@@ -43,7 +46,9 @@ class SSEReader:
             # closed under us by close(): the test is done with this stream
             return
 
-    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 15) -> None:
+    def wait_for(
+        self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 15
+    ) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if predicate(self.events):

@@ -14,7 +14,9 @@ Start = Callable[..., IrisServer]
 WriteScript = Callable[[list[dict[str, Any]]], Path]
 
 
-def scripted(start_iris: Start, write_script: WriteScript, rules: list[dict[str, Any]], **env: str) -> IrisServer:
+def scripted(
+    start_iris: Start, write_script: WriteScript, rules: list[dict[str, Any]], **env: str
+) -> IrisServer:
     return start_iris(IRIS_PROVIDER="scripted", IRIS_SCRIPT_FILE=str(write_script(rules)), **env)
 
 
@@ -31,20 +33,34 @@ def test_offline_provider_answers_plainly(iris_server: IrisServer) -> None:
     assert "No language model is configured" in body["text"] and "plan my week" in body["text"]
 
 
-def test_three_call_turn_attach_message_and_stop(start_iris: Start, write_script: WriteScript) -> None:
-    server = scripted(start_iris, write_script, [
-        {"when": "review", "turns": [[{"text": "reviewing"}, {"thinking": "reading"}, {"sleep": 60}]]},
-    ])
-    staged = server.post("/sessions/s1/attachments", body=b"%PDF-1.4 report",
-                         headers={"X-Filename": "report.pdf"})
+def test_three_call_turn_attach_message_and_stop(
+    start_iris: Start, write_script: WriteScript
+) -> None:
+    server = scripted(
+        start_iris,
+        write_script,
+        [
+            {
+                "when": "review",
+                "turns": [[{"text": "reviewing"}, {"thinking": "reading"}, {"sleep": 60}]],
+            },
+        ],
+    )
+    staged = server.post(
+        "/sessions/s1/attachments", body=b"%PDF-1.4 report", headers={"X-Filename": "report.pdf"}
+    )
     assert staged.status == 201
     handle = staged.json()["local"]
     assert handle.startswith("SESSION-s1/attachments/") and handle.endswith("_report.pdf")
     assert (server.data_dir / handle).read_bytes() == b"%PDF-1.4 report"
 
     stream = SSEReader(server, "s1")
-    pending = in_background(lambda: server.post(
-        "/sessions/s1/message", json_body={"text": "review this", "attachments": [{"local": handle}]}))
+    pending = in_background(
+        lambda: server.post(
+            "/sessions/s1/message",
+            json_body={"text": "review this", "attachments": [{"local": handle}]},
+        )
+    )
     stream.wait_for(lambda evs: any(e["event"] == "thinking" for e in evs))
     stopped = server.post("/sessions/s1/stop")
     assert stopped.status == 200 and stopped.json() == {"stopped": True}
@@ -58,26 +74,53 @@ def test_three_call_turn_attach_message_and_stop(start_iris: Start, write_script
 
 def test_attachment_paths_reach_the_model(start_iris: Start, write_script: WriteScript) -> None:
     server = scripted(start_iris, write_script, [])
-    handle = server.post("/sessions/a1/attachments", body=b"x", headers={"X-Filename": "notes.txt"}).json()["local"]
-    reply = server.post("/sessions/a1/message", json_body={"text": "read", "attachments": [{"local": handle}]})
+    handle = server.post(
+        "/sessions/a1/attachments", body=b"x", headers={"X-Filename": "notes.txt"}
+    ).json()["local"]
+    reply = server.post(
+        "/sessions/a1/message", json_body={"text": "read", "attachments": [{"local": handle}]}
+    )
     assert str(server.data_dir / handle) in reply.json()["text"]
     assert "<attachments>" in reply.json()["text"]
 
 
-def test_stream_mirrors_a_turn_when_connected_first(start_iris: Start, write_script: WriteScript) -> None:
-    server = scripted(start_iris, write_script, [{"when": "go", "turns": [
-        [{"thinking": "hmm"}, {"tool": "bash", "args": {"command": "echo hi > out.txt"}, "id": "t1"}],
-        [{"tool": "attach", "args": {"path": "out.txt"}, "id": "t2"}],
-        [{"text": "finished"}],
-    ]}])
+def test_stream_mirrors_a_turn_when_connected_first(
+    start_iris: Start, write_script: WriteScript
+) -> None:
+    server = scripted(
+        start_iris,
+        write_script,
+        [
+            {
+                "when": "go",
+                "turns": [
+                    [
+                        {"thinking": "hmm"},
+                        {"tool": "bash", "args": {"command": "echo hi > out.txt"}, "id": "t1"},
+                    ],
+                    [{"tool": "attach", "args": {"path": "out.txt"}, "id": "t2"}],
+                    [{"text": "finished"}],
+                ],
+            }
+        ],
+    )
     stream = SSEReader(server, "w1")
     assert stream.status == 200
-    assert server.post("/sessions/w1/message", json_body={"text": "go"}).json()["text"] == "finished"
+    assert (
+        server.post("/sessions/w1/message", json_body={"text": "go"}).json()["text"] == "finished"
+    )
     stream.wait_for(lambda evs: any(e["event"] == "final" for e in evs))
     kinds = [(e["event"], e.get("phase")) for e in stream.events]
     assert kinds == [
-        ("thinking", None), ("status", None), ("tool", "start"), ("tool", "end"),
-        ("status", None), ("tool", "start"), ("file", None), ("tool", "end"), ("final", None),
+        ("thinking", None),
+        ("status", None),
+        ("tool", "start"),
+        ("tool", "end"),
+        ("status", None),
+        ("tool", "start"),
+        ("file", None),
+        ("tool", "end"),
+        ("final", None),
     ]
     assert stream.events[1]["text"] == "→ running bash"
     assert stream.events[6]["path"] == "out.txt"
@@ -90,9 +133,16 @@ def test_stream_mirrors_a_turn_when_connected_first(start_iris: Start, write_scr
 def test_a_turn_is_not_mirrored_to_a_stream_opened_after_it_started(
     start_iris: Start, write_script: WriteScript
 ) -> None:
-    server = scripted(start_iris, write_script, [
-        {"when": "slow", "turns": [[{"sleep": 1.5}, {"thinking": "late thought"}, {"text": "done"}]]},
-    ])
+    server = scripted(
+        start_iris,
+        write_script,
+        [
+            {
+                "when": "slow",
+                "turns": [[{"sleep": 1.5}, {"thinking": "late thought"}, {"text": "done"}]],
+            },
+        ],
+    )
     pending = in_background(lambda: server.post("/sessions/m1/message", json_body={"text": "slow"}))
     time.sleep(0.5)
     late = SSEReader(server, "m1")
@@ -121,13 +171,19 @@ def test_a_ninth_stream_is_refused(iris_server: IrisServer) -> None:
         stream.close()
 
 
-def test_history_survives_a_restart_and_is_replayed(start_iris: Start, write_script: WriteScript) -> None:
-    server = scripted(start_iris, write_script, [{"when": "what did I say", "turns": [[{"recall": True}]]}])
+def test_history_survives_a_restart_and_is_replayed(
+    start_iris: Start, write_script: WriteScript
+) -> None:
+    server = scripted(
+        start_iris, write_script, [{"when": "what did I say", "turns": [[{"recall": True}]]}]
+    )
     server.post("/sessions/h1/message", json_body={"text": "remember the blue door"})
     server.restart()
     history = server.get("/sessions/h1/history").json()["entries"]
     assert [(e["role"], e["text"]) for e in history] == [
-        ("user", "remember the blue door"), ("assistant", "echo: remember the blue door")]
+        ("user", "remember the blue door"),
+        ("assistant", "echo: remember the blue door"),
+    ]
     reply = server.post("/sessions/h1/message", json_body={"text": "what did I say"})
     assert reply.json()["text"] == "recall: remember the blue door"
 
@@ -136,11 +192,14 @@ def test_reset_and_inject_turn(start_iris: Start, write_script: WriteScript) -> 
     server = scripted(start_iris, write_script, [{"when": "recap", "turns": [[{"recall": True}]]}])
     server.post("/sessions/r1/message", json_body={"text": "before the reset"})
     assert server.post("/sessions/r1/reset").json() == {"reset": True}
-    injected = server.post("/sessions/r1/inject-turn",
-                           json_body={"user": "a human said this", "assistant": "and a human answered"})
+    injected = server.post(
+        "/sessions/r1/inject-turn",
+        json_body={"user": "a human said this", "assistant": "and a human answered"},
+    )
     assert injected.json() == {"injected": 2}
     assert server.post("/sessions/r1/message", json_body={"text": "recap"}).json()["text"] == (
-        "recall: a human said this")
+        "recall: a human said this"
+    )
     everything = server.get("/sessions/r1/history?all=1").json()["entries"]
     assert everything[0]["text"] == "before the reset"  # a reset never deletes
 
@@ -150,7 +209,9 @@ def test_channel_addressed_events_reach_the_owning_transport(iris_server: IrisSe
     assert reply.status == 202 and reply.json() == {"accepted": True, "transport": "bridge"}
     log = iris_server.data_dir / "C42" / "log.jsonl"
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 2):
+    while time.monotonic() < deadline and (
+        not log.exists() or len(log.read_text().splitlines()) < 2
+    ):
         time.sleep(0.05)
     assert "wake up" in log.read_text()
     bad = iris_server.post("/channels/..%2Fetc/events", json_body={"text": "x"})
@@ -160,10 +221,15 @@ def test_channel_addressed_events_reach_the_owning_transport(iris_server: IrisSe
 def test_sigterm_resolves_a_pending_message_and_exits_cleanly(
     start_iris: Start, write_script: WriteScript
 ) -> None:
-    server = scripted(start_iris, write_script, [
-        {"when": "forever", "turns": [[{"text": "so far"}, {"thinking": "..."}, {"sleep": 120}]]}])
+    server = scripted(
+        start_iris,
+        write_script,
+        [{"when": "forever", "turns": [[{"text": "so far"}, {"thinking": "..."}, {"sleep": 120}]]}],
+    )
     stream = SSEReader(server, "t1")
-    pending = in_background(lambda: server.post("/sessions/t1/message", json_body={"text": "forever"}))
+    pending = in_background(
+        lambda: server.post("/sessions/t1/message", json_body={"text": "forever"})
+    )
     stream.wait_for(lambda evs: any(e["event"] == "thinking" for e in evs))
     started = time.monotonic()
     assert server.stop() == 0

@@ -6,6 +6,7 @@ use it must belong to the same session and name a file that exists.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -13,7 +14,11 @@ from typing import Any
 
 from flask import request
 
-from iris_runtime.engine.channels import resolve_channel_dir, resolve_channel_path, validate_filename
+from iris_runtime.engine.channels import (
+    resolve_channel_dir,
+    resolve_channel_path,
+    validate_filename,
+)
 from iris_runtime.engine.transport import Attachment
 from iris_runtime.errors import InvalidInput
 
@@ -25,10 +30,9 @@ def _header_filename() -> str:
     raw = request.headers.get("X-Filename")
     if raw is None:
         raise InvalidInput("the X-Filename header is required", code="missing_filename")
-    try:  # HTTP headers arrive as latin-1; clients send UTF-8 bytes
+    # HTTP headers arrive decoded as latin-1; clients send UTF-8 bytes.
+    with contextlib.suppress(UnicodeEncodeError, UnicodeDecodeError):
         raw = raw.encode("latin-1").decode("utf-8")
-    except (UnicodeEncodeError, UnicodeDecodeError):
-        pass
     return validate_filename(raw)
 
 
@@ -65,14 +69,16 @@ def resolve_handles(data_dir: Path, channel: str, items: Any) -> tuple[Attachmen
     if items is None:
         return ()
     if not isinstance(items, list):
-        raise InvalidInput("'attachments' must be a list of {\"local\": handle}", code="invalid_field")
+        raise InvalidInput(
+            "'attachments' must be a list of {\"local\": handle}", code="invalid_field"
+        )
     return tuple(_resolve_handle(data_dir, channel, item) for item in items)
 
 
 def _resolve_handle(data_dir: Path, channel: str, item: Any) -> Attachment:
     if not isinstance(item, dict) or set(item) != {"local"} or not isinstance(item["local"], str):
         raise InvalidInput(
-            "each attachment must be {\"local\": handle} as returned by POST …/attachments "
+            'each attachment must be {"local": handle} as returned by POST …/attachments '
             "(attachments by URL are not fetched)",
             code="invalid_attachment",
         )
@@ -80,13 +86,17 @@ def _resolve_handle(data_dir: Path, channel: str, item: Any) -> Attachment:
     owner, _, rest = handle.partition("/")
     kind, _, name = rest.partition("/")
     if owner != channel:
-        raise InvalidInput(f"attachment {handle!r} belongs to another session", code="foreign_attachment")
+        raise InvalidInput(
+            f"attachment {handle!r} belongs to another session", code="foreign_attachment"
+        )
     if kind != ATTACHMENTS or not name:
         raise InvalidInput(f"unknown attachment handle {handle!r}", code="unknown_attachment")
     try:
         path = resolve_channel_path(data_dir, channel, ATTACHMENTS, name)
     except InvalidInput:
-        raise InvalidInput(f"unknown attachment handle {handle!r}", code="unknown_attachment") from None
+        raise InvalidInput(
+            f"unknown attachment handle {handle!r}", code="unknown_attachment"
+        ) from None
     if not path.is_file():
         raise InvalidInput(f"unknown attachment handle {handle!r}", code="unknown_attachment")
     return Attachment(local=handle, name=name.partition("_")[2] or name)

@@ -57,12 +57,17 @@ def send_message(session_id: str) -> Response:
     event = TransportEvent(channel=channel, text=text, user=user, attachments=attachments)
     ticket = runtime.engine.transports.session_owner(channel).inject_session_message(event)
     result = ticket.wait()
-    payload = {"text": result.text, "status": result.status, "runId": result.run_id,
-               "usage": _usage(result)}
+    payload = {
+        "text": result.text,
+        "status": result.status,
+        "runId": result.run_id,
+        "usage": _usage(result),
+    }
     status = RESULT_STATUS.get(result.status, 200)
     if status != 200:
-        return error_response(result.error or result.status, result.error_code or result.status,
-                              status, **payload)
+        return error_response(
+            result.error or result.status, result.error_code or result.status, status, **payload
+        )
     return jsonify(payload)
 
 
@@ -76,7 +81,9 @@ def stop(session_id: str) -> Response:
 def stream(session_id: str) -> Response:
     runtime = _runtime()
     channel = session_channel(session_id)
-    return observer_stream(runtime.engine.observers, channel, runtime.settings.sse_heartbeat_seconds)
+    return observer_stream(
+        runtime.engine.observers, channel, runtime.settings.sse_heartbeat_seconds
+    )
 
 
 @blueprint.get("/history")
