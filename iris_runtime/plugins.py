@@ -82,7 +82,8 @@ class PluginHost:
             source = ep.dist.name if ep.dist else "unknown"
             self._register(ep.name, ep.load, source)
         if allowed is not None:
-            present = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+            installed = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+            present = installed | set(BUILTIN_PLUGINS)  # naming a built-in is harmless
             for missing in sorted(set(allowed) - present):
                 self.errors[missing] = "named in IRIS_LOAD_PLUGINS but no such plugin is installed"
 

@@ -28,6 +28,17 @@ def prepare_data_dir(settings: Settings) -> None:
         os.chmod(settings.data_dir, 0o700)
 
 
+def check_selection(settings: Settings, host: PluginHost) -> None:
+    """The configured provider and sandbox level exist among the loaded plugins."""
+    for variable, chosen, known in (
+        ("IRIS_PROVIDER", settings.provider, host.providers()),
+        ("IRIS_SANDBOX", settings.sandbox, host.sandboxes()),
+    ):
+        if chosen not in known:
+            names = ", ".join(sorted(known)) or "none"
+            raise ConfigError(f"{variable}={chosen!r} is not installed (known: {names})")
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -41,24 +52,13 @@ class Runtime:
     def build(cls, settings: Settings, host: PluginHost | None = None) -> Runtime:
         prepare_data_dir(settings)
         host = host or PluginHost(settings)
-        providers = host.providers()
-        factory = providers.get(settings.provider)
-        if factory is None:
-            known = ", ".join(sorted(providers)) or "none"
-            raise ConfigError(
-                f"IRIS_PROVIDER={settings.provider!r} is not installed (known: {known})"
-            )
+        check_selection(settings, host)
         tools = ToolRegistry()
         for tool in host.tools():
             tools.register(tool)
-        sandboxes = host.sandboxes()
-        if settings.sandbox not in sandboxes:
-            known = ", ".join(sorted(sandboxes)) or "none"
-            raise ConfigError(
-                f"IRIS_SANDBOX={settings.sandbox!r} is not installed (known: {known})"
-            )
+        provider = host.providers()[settings.provider](settings)
         engine = Engine(
-            settings, factory(settings), tools, extra_skills=host.skills(), sandboxes=sandboxes
+            settings, provider, tools, extra_skills=host.skills(), sandboxes=host.sandboxes()
         )
         for transport in host.transports():
             engine.add_transport(transport.build(engine), fallback=transport.fallback)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 
 import click
 
 from iris_runtime import __version__
+from iris_runtime.cli.common import plugin_host
 from iris_runtime.cli.doctor import doctor
 from iris_runtime.cli.plugins_cmd import plugins
 from iris_runtime.cli.serve import serve
@@ -28,11 +28,15 @@ cli.add_command(plugins)
 
 
 def _add_plugin_commands() -> None:
-    from iris_runtime.plugins import PluginHost
-
-    # With a broken configuration the subcommand being run reports the error itself.
-    with contextlib.suppress(ConfigError):
-        PluginHost(Settings.from_env()).add_commands(cli)
+    try:
+        host = plugin_host(Settings.from_env())
+    except ConfigError:
+        return  # the subcommand being run reports configuration errors itself
+    try:
+        host.add_commands(cli)
+    except Exception:
+        # A broken plugin must not take down `iris doctor` and `iris plugins`, which diagnose it.
+        logging.getLogger(__name__).exception("plugin commands unavailable")
 
 
 def main() -> None:

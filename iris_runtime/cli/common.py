@@ -6,6 +6,16 @@ import click
 
 from iris_runtime.config import Settings
 from iris_runtime.errors import ConfigError
+from iris_runtime.plugins import PluginHost
+
+_hosts: dict[Settings, PluginHost] = {}
+
+
+def plugin_host(settings: Settings) -> PluginHost:
+    """One plugin host per configuration per process, so load errors are reported once."""
+    if settings not in _hosts:
+        _hosts[settings] = PluginHost(settings)
+    return _hosts[settings]
 
 
 def load_settings() -> Settings:

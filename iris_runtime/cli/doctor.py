@@ -8,10 +8,9 @@ from dataclasses import dataclass
 
 import click
 
-from iris_runtime.cli.common import listen_ports, port_problem
+from iris_runtime.cli.common import listen_ports, plugin_host, port_problem
 from iris_runtime.config import Settings
 from iris_runtime.errors import ConfigError
-from iris_runtime.plugins import PluginHost
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ def _port_checks(settings: Settings) -> list[Check]:
 
 
 def _plugin_checks(settings: Settings) -> list[Check]:
-    host = PluginHost(settings)
+    host = plugin_host(settings)
     checks = [Check(f"plugin:{n}", "fail", p) for n, p in host.errors.items()]
     names = ", ".join(p.name for p in host.plugins())
     checks.append(Check("plugins", "ok", names))

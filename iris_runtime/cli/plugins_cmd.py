@@ -6,15 +6,14 @@ import json
 
 import click
 
-from iris_runtime.cli.common import load_settings
-from iris_runtime.plugins import PluginHost
+from iris_runtime.cli.common import load_settings, plugin_host
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def plugins(as_json: bool) -> None:
     """List loaded plugins and their hooks."""
-    host = PluginHost(load_settings())
+    host = plugin_host(load_settings())
     loaded = host.plugins()
     if as_json:
         click.echo(

@@ -15,11 +15,10 @@ from typing import Any
 import click
 from gunicorn.app.base import BaseApplication
 
-from iris_runtime.cli.common import listen_ports, load_settings, port_problem
+from iris_runtime.cli.common import listen_ports, load_settings, plugin_host, port_problem
 from iris_runtime.config import Settings, ensure_api_token
 from iris_runtime.errors import ConfigError
-from iris_runtime.plugins import PluginHost
-from iris_runtime.runtime import prepare_data_dir
+from iris_runtime.runtime import check_selection, prepare_data_dir
 from iris_runtime.web.app import create_app
 
 log = logging.getLogger(__name__)
@@ -96,12 +95,14 @@ def check_startup(settings: Settings) -> None:
                 f"cannot listen on {settings.api_host}:{port} ({name}): {problem}. "
                 "Is another Iris already running? Choose another port or stop it."
             )
-    host = PluginHost(settings)
+    host = plugin_host(settings)
     if host.errors:
         lines = "\n".join(f"  {name}: {problem}" for name, problem in host.errors.items())
         raise click.ClickException(f"plugins failed to load:\n{lines}")
-    if settings.provider not in host.providers():
-        raise click.ClickException(f"IRIS_PROVIDER={settings.provider!r} is not installed")
+    try:
+        check_selection(settings, host)
+    except ConfigError as exc:
+        raise click.ClickException(exc.message) from None
 
 
 @click.command()
