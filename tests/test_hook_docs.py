@@ -12,8 +12,6 @@ import inspect
 import json
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ import pluggy
 import pytest
 
 from iris_runtime import PROJECT_NAME, hookspecs
-from iris_runtime.testing.server import IrisServer
+from iris_runtime.testing.server import IrisServer, run_iris
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "plugin_hooks.md"
@@ -105,17 +103,6 @@ def logged_hooks(log: Path) -> list[str]:
     if not log.exists():
         return []
     return [json.loads(line)["hook"] for line in log.read_text().splitlines() if line.strip()]
-
-
-def run_iris(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "iris_runtime", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from iris_runtime import PROJECT_NAME, hookspecs
-from iris_runtime.testing.server import IrisServer, free_port
+from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
 
 pytestmark = pytest.mark.slow
 
@@ -46,25 +46,9 @@ def python_path() -> str:
 
 
 def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """This process's environment without any IRIS_* setting, plus the fixture and ``extra``."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("IRIS_", "BRIDGE_PORT", "AGENT_NAME"))
-    }
-    env.update(PYTHONPATH=python_path(), IRIS_DATA_DIR=str(tmp_path / "data"))
-    env.update(extra)
-    return env
-
-
-def run_iris(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "iris_runtime", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT,
-        check=False,
+    """A clean environment with the fixture site dir on the path, plus ``extra``."""
+    return clean_environment(
+        PYTHONPATH=python_path(), IRIS_DATA_DIR=str(tmp_path / "data"), **extra
     )
 
 

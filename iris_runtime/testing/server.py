@@ -19,6 +19,31 @@ from typing import Any
 STARTUP_TIMEOUT = 20.0
 
 
+OWN_VARIABLES = ("IRIS_", "BRIDGE_PORT", "AGENT_NAME")
+
+
+def clean_environment(**extra: str) -> dict[str, str]:
+    """This process's environment without any Iris setting, plus ``extra``: a child Iris then
+    sees only what the test gives it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(OWN_VARIABLES)}
+    env.update(extra)
+    return env
+
+
+def run_iris(
+    *args: str, env: dict[str, str], timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """Run one ``iris`` subcommand to completion, capturing its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "iris_runtime", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -55,12 +80,7 @@ class IrisServer:
         return [sys.executable, "-m", "iris_runtime", "serve"]
 
     def environment(self) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("IRIS_", "BRIDGE_PORT", "AGENT_NAME"))
-        }
-        env.update(
+        env = clean_environment(
             IRIS_DATA_DIR=str(self.data_dir),
             IRIS_API_PORT=str(self.port),
             IRIS_API_TOKEN=self.token,

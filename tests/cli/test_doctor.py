@@ -3,31 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from iris_runtime.testing.server import clean_environment, run_iris
 
 TOKEN = "doctor-secret-token-value-1234567890"
 
 
 def doctor(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("IRIS_", "BRIDGE_PORT", "AGENT_NAME"))
-    }
-    base.update(IRIS_DATA_DIR=str(tmp_path / "data"), IRIS_LOAD_PLUGINS="", **env)
-    return subprocess.run(
-        [sys.executable, "-m", "iris_runtime", "doctor", *args],
-        env=base,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    base = clean_environment(IRIS_DATA_DIR=str(tmp_path / "data"), IRIS_LOAD_PLUGINS="", **env)
+    return run_iris("doctor", *args, env=base, timeout=60)
 
 
 def checks(result: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
