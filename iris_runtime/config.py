@@ -48,6 +48,11 @@ def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _env_ms(env: Mapping[str, str], name: str, default_ms: int) -> float:
+    """A duration given in milliseconds, returned in seconds."""
+    return _env_int(env, name, default_ms, minimum=1) / 1000.0
+
+
 def _env_port(env: Mapping[str, str], name: str) -> int | None:
     raw = env.get(name, "").strip()
     if not raw:
@@ -92,6 +97,11 @@ class Settings:
     bash_timeout_seconds: float = 300.0
     tool_output_max_chars: int = 30_000
     sandbox: str = "host"
+    bridge_heartbeat_seconds: float = 10.0
+    bridge_idle_timeout_seconds: float = 300.0
+    bridge_deadline_seconds: float = 4 * 3600.0
+    bridge_job_retention_seconds: float = 72 * 3600.0
+    escalation_channel: str | None = None
     load_plugins: tuple[str, ...] | None = None
     trace_plugins: bool = False
     log_level: str = "info"
@@ -126,6 +136,12 @@ class Settings:
             bash_timeout_seconds=_env_float(env, "IRIS_BASH_TIMEOUT_SECONDS", 300.0),
             tool_output_max_chars=_env_int(env, "IRIS_TOOL_OUTPUT_MAX_CHARS", 30_000, minimum=100),
             sandbox=env.get("IRIS_SANDBOX", "").strip() or "host",
+            bridge_heartbeat_seconds=_env_ms(env, "IRIS_BRIDGE_HEARTBEAT_MS", 10_000),
+            bridge_idle_timeout_seconds=_env_ms(env, "IRIS_BRIDGE_IDLE_TIMEOUT_MS", 300_000),
+            bridge_deadline_seconds=_env_ms(env, "IRIS_BRIDGE_DEADLINE_MS", 4 * 3600_000),
+            bridge_job_retention_seconds=3600
+            * _env_float(env, "IRIS_BRIDGE_JOB_RETENTION_HOURS", 72.0),
+            escalation_channel=env.get("IRIS_ESCALATION_CHANNEL", "").strip() or None,
             load_plugins=_env_list(env, "IRIS_LOAD_PLUGINS"),
             trace_plugins=_env_bool(env, "IRIS_TRACE_PLUGINS"),
             log_level=env.get("IRIS_LOG_LEVEL", "").strip().lower() or "info",

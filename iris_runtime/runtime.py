@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,15 @@ class Runtime:
     # Secret backends by name; the secret broker picks one (see iris_runtime.secrets).
     secret_backends: dict[str, Any] = field(default_factory=dict)
     _stopped: bool = False
+    _on_start: list[Callable[[], None]] = field(default_factory=list)
+    _on_stop: list[Callable[[], None]] = field(default_factory=list)
+
+    def on_start(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` when the runtime starts (after the engine and its transports)."""
+        self._on_start.append(callback)
+
+    def on_stop(self, callback: Callable[[], None]) -> None:
+        self._on_stop.append(callback)
 
     @classmethod
     def build(cls, settings: Settings, host: PluginHost | None = None) -> Runtime:
@@ -66,6 +76,8 @@ class Runtime:
 
     def start(self) -> None:
         self.engine.start()
+        for callback in self._on_start:
+            callback()
         self.host.engine_started(self.engine)
         log.info(
             "Iris engine started: provider=%s transports=%s",
@@ -82,4 +94,6 @@ class Runtime:
             self.host.engine_stopping(self.engine)
         except Exception:
             log.exception("a plugin failed in engine_stopping")
+        for callback in self._on_stop:
+            callback()
         self.engine.stop()

@@ -89,7 +89,7 @@ def test_unset_allow_list_loads_everything_and_rejects_the_misspelt_plugin(
     assert BUILTINS | {"probe", "scripted"} <= plugins.keys()
     for name in BUILTINS:
         assert plugins[name]["source"] == "builtin"
-    assert plugins["bridge"]["hooks"] == ["register_transports"]
+    assert plugins["bridge"]["hooks"] == ["engine_started", "register_transports"]
     assert plugins["providers"]["hooks"] == ["register_providers"]
     assert plugins["tools"]["hooks"] == ["register_sandboxes", "register_tools"]
     assert plugins["probe"]["source"] == "iris-probe-plugin"

@@ -108,6 +108,9 @@ class BridgeTransport:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._message_ids = itertools.count(1)
+        # Status callbacks of pending bridge requests, keyed by their event object.
+        self._status_sinks: dict[int, Callable[[str], None]] = {}
+        self._sinks_lock = threading.Lock()
 
     def start(self) -> None:
         return None
@@ -143,7 +146,21 @@ class BridgeTransport:
     def create_context(
         self, event: TransportEvent, state: ChannelState, is_event: bool = False
     ) -> BridgeContext:
-        return BridgeContext(event)
+        with self._sinks_lock:
+            on_status = self._status_sinks.pop(id(event), None)
+        return BridgeContext(event, on_status)
+
+    def submit_request(self, event: TransportEvent, on_status: Callable[[str], None]) -> RunTicket:
+        """Run a bridge request whose progress lines go to ``on_status``."""
+        with self._sinks_lock:
+            self._status_sinks[id(event)] = on_status
+        try:
+            ticket = self._engine.submit(self, event)
+        except Exception:
+            with self._sinks_lock:
+                self._status_sinks.pop(id(event), None)
+            raise
+        return ticket
 
     # -- SessionInjector ----------------------------------------------------------------------
 

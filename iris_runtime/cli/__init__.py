@@ -8,6 +8,8 @@ import sys
 import click
 
 from iris_runtime import __version__
+from iris_runtime.cli.agents_cmd import agents
+from iris_runtime.cli.bridge_cmd import bridge
 from iris_runtime.cli.common import plugin_host
 from iris_runtime.cli.doctor import doctor
 from iris_runtime.cli.plugins_cmd import plugins
@@ -25,6 +27,8 @@ def cli() -> None:
 cli.add_command(serve)
 cli.add_command(doctor)
 cli.add_command(plugins)
+cli.add_command(agents)
+cli.add_command(bridge)
 
 
 def _add_plugin_commands() -> None:

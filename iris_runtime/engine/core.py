@@ -18,6 +18,7 @@ from iris_runtime.engine.observers import ObserverHub
 from iris_runtime.engine.output import RunSink
 from iris_runtime.engine.prompt import build_system_prompt
 from iris_runtime.engine.provider import Message, Provider
+from iris_runtime.engine.routing import MessageRouter, RouteRequest
 from iris_runtime.engine.runs import Run, RunResult, RunTicket
 from iris_runtime.engine.sessions import SessionStore
 from iris_runtime.engine.skills import discover_skills
@@ -25,8 +26,10 @@ from iris_runtime.engine.tools import Sandbox, ToolContext, ToolRegistry
 from iris_runtime.engine.transport import (
     ChannelState,
     ChannelTransport,
+    MessageContext,
     PromptProfileRegistry,
     TransportEvent,
+    TransportPromptProfile,
     TransportRegistry,
 )
 from iris_runtime.errors import EngineStopping, IrisError, QueueFull
@@ -61,6 +64,7 @@ class Engine:
         self.observers = ObserverHub()
         self._extra_skills = list(extra_skills or [])
         self.sandboxes = dict(sandboxes or {})
+        self._routers: list[MessageRouter] = []
         self._lanes = Lanes(
             {
                 "main": settings.lane_main,
@@ -239,10 +243,6 @@ class Engine:
         history = self.sessions.context(run.channel)
         self._log_user(run)
         profile = self.prompt_profiles.get(ctx.transport_id)
-        skills = discover_skills(self.settings.workspace, self._extra_skills)
-        system = build_system_prompt(
-            profile, self.settings.workspace, skills=skills, channels=ctx.channels, users=ctx.users
-        )
         sink = RunSink(
             ctx,
             self.observers,
@@ -250,28 +250,67 @@ class Engine:
             self.settings.data_dir,
             observed=self.observers.is_observed(run.channel),
         )
+        ctx.set_working(True)
+        try:
+            result = self._route(run, sink) or self._think(run, ctx, profile, sink, history)
+        finally:
+            ctx.set_working(False)
+        self._safe_log_reply(run, result)
+        sink.final(result.text)
+        return result
+
+    def add_router(self, router: MessageRouter) -> None:
+        """Offer every message to ``router`` before the model sees it (see engine.routing)."""
+        self._routers.append(router)
+
+    def _route(self, run: Run, sink: RunSink) -> RunResult | None:
+        request = RouteRequest(run.event, run.transport_id, sink.status, run.abort)
+        for router in self._routers:
+            outcome = router.route(request)
+            if outcome is None:
+                continue
+            if outcome.text:
+                sink.respond(outcome.text)
+            code = "route_failed" if outcome.status == "failed" else None
+            text = sink.accumulated() or outcome.text
+            return RunResult(run.run_id, outcome.status, text, outcome.error, code)
+        return None
+
+    def _think(
+        self,
+        run: Run,
+        ctx: MessageContext,
+        profile: TransportPromptProfile,
+        sink: RunSink,
+        history: list[Message],
+    ) -> RunResult:
+        """Iris's own turn: the agent loop over the provider and the tools."""
+        skills = discover_skills(self.settings.workspace, self._extra_skills)
+        system = build_system_prompt(
+            profile,
+            self.settings.workspace,
+            skills=skills,
+            channels=ctx.channels,
+            users=ctx.users,
+            extra_sections=[r.prompt_section() for r in self._routers],
+        )
         tool_ctx = ToolContext(
             workspace=self.settings.workspace,
-            channel_dir=directory,
+            channel_dir=resolve_channel_dir(self.settings.data_dir, run.channel),
             abort=run.abort,
             upload_file=sink.upload_file,
             timeout_seconds=self.settings.bash_timeout_seconds,
             output_max_chars=self.settings.tool_output_max_chars,
             sandbox=self.settings.sandbox,
             sandboxes=self.sandboxes,
+            channel=run.channel,
+            status=sink.status,
         )
         user = Message(
             "user", _user_prompt(run.event, profile.attachments_tag_name, self.settings.data_dir)
         )
-        ctx.set_working(True)
-        try:
-            outcome = self._loop.run(system, [*history, user], tool_ctx, sink, run.abort)
-        finally:
-            ctx.set_working(False)
-        result = self._result_of(run, outcome, ctx.accumulated_text(), sink)
-        self._safe_log_reply(run, result)
-        sink.final(result.text)
-        return result
+        outcome = self._loop.run(system, [*history, user], tool_ctx, sink, run.abort)
+        return self._result_of(run, outcome, ctx.accumulated_text(), sink)
 
     @staticmethod
     def _result_of(run: Run, outcome: AgentOutcome, accumulated: str, sink: RunSink) -> RunResult:

@@ -37,6 +37,7 @@ def build_system_prompt(
     skills: list[Skill],
     channels: list[ChannelInfo],
     users: list[UserInfo],
+    extra_sections: list[str] | None = None,
 ) -> str:
     constitution = _read_optional(workspace / "CONSTITUTION.md")
     memory = _read_optional(workspace / "MEMORY.md")
@@ -51,6 +52,7 @@ def build_system_prompt(
         f"## Files\n{profile.attach_note}\nAttachments from the user arrive inside "
         f"<{profile.attachments_tag_name}> tags.",
         f"## Skills\n{_skills_section(skills)}",
+        *(extra_sections or []),
         f"Your workspace is {workspace}.",
     ]
     return "\n\n".join(p for p in parts if p)

@@ -73,6 +73,11 @@ class SessionStore:
                 context.append(message)
                 del context[:-MAX_CONTEXT_MESSAGES]
 
+    def append_marker(self, channel: str, kind: str, **fields: Any) -> None:
+        """A non-message entry (e.g. a delegated request's id): in the log, not in the context."""
+        with self._channel_lock(channel):
+            self._append(channel, {"type": kind, **fields})
+
     def reset(self, channel: str) -> None:
         with self._channel_lock(channel):
             self._append(channel, {"type": "reset"})

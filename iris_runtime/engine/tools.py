@@ -42,6 +42,9 @@ class ToolContext:
     output_max_chars: int = 30_000
     sandbox: str = "host"
     sandboxes: Mapping[str, Sandbox] = field(default_factory=dict)
+    channel: str = ""
+    # Progress lines for the user (≤200 chars), e.g. from a long delegated call.
+    status: Callable[[str], None] = field(default=lambda text: None)
 
 
 class Sandbox(Protocol):

@@ -7,10 +7,14 @@ import logging
 
 from flask import Flask
 
+from iris_runtime.agents.registry import registry_for
+from iris_runtime.bridge.service import BridgeService
+from iris_runtime.bridge.transport import BridgeTransport
 from iris_runtime.config import Settings, ensure_api_token
 from iris_runtime.runtime import Runtime
-from iris_runtime.web.api import channels, health, sessions
+from iris_runtime.web.api import channels, escalate, health, sessions
 from iris_runtime.web.auth import require_bearer_token
+from iris_runtime.web.bridge_app import create_bridge_app
 from iris_runtime.web.dispatch import PortDispatcher, WSGIApp, not_found_app
 from iris_runtime.web.errors import install_error_handlers
 
@@ -28,8 +32,8 @@ def _flask(name: str, runtime: Runtime) -> Flask:
 
 def create_api_app(runtime: Runtime) -> Flask:
     app = _flask("iris.api", runtime)
-    require_bearer_token(app, runtime.settings.api_token)
-    for blueprint in (health.blueprint, sessions.blueprint, channels.blueprint):
+    require_bearer_token(app, runtime.settings.api_token, registry_for(runtime.settings))
+    for blueprint in (health.blueprint, sessions.blueprint, channels.blueprint, escalate.blueprint):
         app.register_blueprint(blueprint)
     for entry in runtime.host.blueprints():
         if entry.surface == "api":
@@ -54,9 +58,19 @@ def build_dispatcher(runtime: Runtime) -> PortDispatcher:
     if settings.webui_port:
         apps[settings.webui_port] = create_webui_app(runtime) or not_found_app
     if settings.bridge_port:
-        # The bridge server (POST /bridge, GET /bridge/jobs/<id>) answers here; until then 404.
-        apps[settings.bridge_port] = not_found_app
+        apps[settings.bridge_port] = create_bridge_app(
+            bridge_service(runtime), settings.max_body_bytes
+        )
     return PortDispatcher(apps, runtime)
+
+
+def bridge_service(runtime: Runtime) -> BridgeService:
+    transport = runtime.engine.transports.get(BridgeTransport.transport_id)
+    assert isinstance(transport, BridgeTransport)
+    service = BridgeService(transport, runtime.settings)
+    runtime.on_start(service.start)
+    runtime.on_stop(service.stop)
+    return service
 
 
 def create_app(settings: Settings | None = None, *, start: bool = True) -> PortDispatcher:

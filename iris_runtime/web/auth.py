@@ -1,21 +1,42 @@
-"""Bearer-token authentication for the internal API (constant-time comparison)."""
+"""Bearer-token authentication for the internal API (constant-time comparison).
+
+The shared ``IRIS_API_TOKEN`` is the unrestricted caller ``iris``. A sub-agent that presents the
+token registered for it in ``agents.json`` is identified as that agent — from the token, never
+from anything it says about itself — and may only use the routes meant for agents.
+"""
 
 from __future__ import annotations
 
 import hmac
 
-from flask import Flask, Response, request
+from flask import Flask, Response, g, request
 
+from iris_runtime.agents.registry import AgentRegistry
+from iris_runtime.errors import IrisError
 from iris_runtime.web.errors import error_response
 
 PUBLIC_ENDPOINTS = frozenset({"health.health"})
+# Routes a sub-agent may call with its own token.
+AGENT_ENDPOINTS = frozenset({"escalate.escalate"})
+IRIS_CALLER = "iris"
 
 
 def token_matches(presented: str, expected: str) -> bool:
     return bool(expected) and hmac.compare_digest(presented.encode(), expected.encode())
 
 
-def require_bearer_token(app: Flask, expected: str) -> None:
+def identify(presented: str, shared: str, registry: AgentRegistry) -> str | None:
+    """``iris`` for the shared token, an agent's name for its own token, else None."""
+    if token_matches(presented, shared):
+        return IRIS_CALLER
+    try:
+        entry = registry.find_by_token(presented)
+    except IrisError:
+        return None  # an unreadable registry grants nothing
+    return entry.name if entry else None
+
+
+def require_bearer_token(app: Flask, expected: str, registry: AgentRegistry) -> None:
     @app.before_request
     def _check_token() -> Response | None:
         if request.endpoint in PUBLIC_ENDPOINTS or request.endpoint is None:
@@ -26,6 +47,10 @@ def require_bearer_token(app: Flask, expected: str) -> None:
             return error_response(
                 "missing bearer token (Authorization: Bearer …)", "unauthorized", 401
             )
-        if not token_matches(presented.strip(), expected):
+        caller = identify(presented.strip(), expected, registry)
+        if caller is None:
             return error_response("invalid API token", "unauthorized", 401)
+        if caller != IRIS_CALLER and request.endpoint not in AGENT_ENDPOINTS:
+            return error_response(f"agent {caller!r} may not call this route", "forbidden", 403)
+        g.caller = caller
         return None

@@ -1,0 +1,232 @@
+"""Calling a sub-agent: ``call_agent_bridge`` streams a request and never drops its reply.
+
+It asks for the NDJSON stream but branches on what actually comes back (an older sub-agent
+answers one JSON body). When the stream breaks it polls the agent's job log from the last event
+it saw, until the reply arrives, no new event arrives for the idle timeout, or the overall
+deadline passes. A disconnect is not a failure; silence is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+
+from iris_runtime.bridge.protocol import NDJSON
+from iris_runtime.errors import IrisError
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 10.0
+POLL_INTERVAL = 0.5
+MAX_POLL_INTERVAL = 5.0
+
+
+class BridgeError(IrisError):
+    """The agent answered with an error, or could not be reached in time."""
+
+    code = "bridge_error"
+    status = 502
+
+    def __init__(self, message: str, *, code: str | None = None, request_id: str = "") -> None:
+        super().__init__(message, code=code)
+        self.request_id = request_id
+
+
+@dataclass(frozen=True)
+class BridgeReply:
+    text: str
+    request_id: str
+    status: str  # done | stopped | failed (as the agent reported it) | aborted (we stopped)
+
+
+@dataclass(frozen=True)
+class BridgeCall:
+    """One call's parameters; ``on_status`` receives progress lines."""
+
+    bridge_url: str
+    text: str
+    conversation_key: str | None = None
+    request_id: str | None = None
+    origin: str | None = None
+    idle_timeout: float = 300.0
+    deadline: float = 4 * 3600.0
+    on_status: Callable[[str], None] | None = None
+    abort: threading.Event | None = None
+    agent: str = "agent"
+
+
+class _Progress:
+    """The last event seen and when anything last arrived (silence is what times out)."""
+
+    def __init__(self, call: BridgeCall) -> None:
+        self.call = call
+        self.seq = 0
+        self.last_event = time.monotonic()
+        self.started = time.monotonic()
+
+    def saw(self, event: dict[str, Any]) -> None:
+        self.last_event = time.monotonic()
+        self.seq = max(self.seq, int(event.get("seq") or 0))
+        if event.get("type") == "status" and self.call.on_status is not None:
+            self.call.on_status(str(event.get("text", "")))
+
+    def alive(self) -> None:
+        self.last_event = time.monotonic()
+
+    def expired(self) -> str | None:
+        now = time.monotonic()
+        if now - self.started > self.call.deadline:
+            return f"the overall deadline of {self.call.deadline:.0f}s passed"
+        if now - self.last_event > self.call.idle_timeout:
+            return f"no progress for {self.call.idle_timeout:.0f}s"
+        return None
+
+    def aborted(self) -> bool:
+        return self.call.abort is not None and self.call.abort.is_set()
+
+
+def _terminal(event: dict[str, Any], request_id: str, call: BridgeCall) -> BridgeReply:
+    if event["type"] == "error":
+        raise BridgeError(
+            f"{call.agent} failed request {request_id}: {event.get('error', 'unknown error')}",
+            code=str(event.get("code") or "bridge_error"),
+            request_id=request_id,
+        )
+    return BridgeReply(str(event.get("text", "")), request_id, str(event.get("status") or "done"))
+
+
+def _lines(response: requests.Response, progress: _Progress) -> Iterator[dict[str, Any]]:
+    for raw in response.iter_lines(chunk_size=65536):
+        if progress.aborted():
+            return
+        progress.alive()
+        if not raw:
+            continue
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            log.warning("ignoring a malformed bridge line from %s", progress.call.agent)
+            continue
+        if isinstance(event, dict):
+            yield event
+
+
+def _read_stream(
+    response: requests.Response, request_id: str, progress: _Progress
+) -> BridgeReply | None:
+    """The reply, or None when the stream ended before its terminal line."""
+    for event in _lines(response, progress):
+        kind = event.get("type")
+        if kind in {"status", "final", "error"}:
+            progress.saw(event)
+        if kind in {"final", "error"}:
+            return _terminal(event, request_id, progress.call)
+        # accepted, heartbeat and types from newer agents need nothing more
+    return None
+
+
+def _poll(session: requests.Session, request_id: str, progress: _Progress) -> BridgeReply:
+    call = progress.call
+    url = f"{call.bridge_url.rstrip('/')}/bridge/jobs/{request_id}"
+    interval = POLL_INTERVAL
+    while not progress.aborted():
+        try:
+            response = session.get(
+                url, params={"since": progress.seq}, timeout=(CONNECT_TIMEOUT, call.idle_timeout)
+            )
+            if response.status_code == 200:
+                body = response.json()
+                for event in body.get("events", []):
+                    progress.saw(event)
+                    if event.get("type") in {"final", "error"}:
+                        return _terminal(event, request_id, call)
+                interval = (
+                    POLL_INTERVAL if body.get("events") else min(interval * 1.5, MAX_POLL_INTERVAL)
+                )
+            elif response.status_code != 404:  # 404: the job may not be logged yet
+                log.warning(
+                    "polling %s for %s: HTTP %s", call.agent, request_id, response.status_code
+                )
+        except (requests.RequestException, ValueError) as exc:
+            log.info("polling %s for %s failed: %s", call.agent, request_id, exc)
+        reason = progress.expired()
+        if reason:
+            raise BridgeError(
+                f"gave up waiting for {call.agent} (request {request_id}): {reason}. The reply may "
+                f"still arrive in the agent's job log: `iris bridge recover {call.agent} "
+                f"{request_id}` or GET {url}",
+                code="bridge_timeout",
+                request_id=request_id,
+            )
+        (call.abort or threading.Event()).wait(interval)
+    return BridgeReply("", request_id, "aborted")
+
+
+def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None) -> BridgeReply:
+    request_id = call.request_id or f"req-{uuid.uuid4().hex}"
+    body = {"text": call.text, "requestId": request_id}
+    if call.conversation_key:
+        body["conversationKey"] = call.conversation_key
+    if call.origin:
+        body["origin"] = call.origin
+    http = session or requests.Session()
+    progress = _Progress(call)
+    try:
+        response = http.post(
+            f"{call.bridge_url.rstrip('/')}/bridge",
+            json=body,
+            headers={"Accept": NDJSON},
+            stream=True,
+            timeout=(CONNECT_TIMEOUT, call.idle_timeout),
+        )
+    except requests.ConnectionError as exc:
+        raise BridgeError(
+            f"{call.agent} is unreachable at {call.bridge_url}: {exc}",
+            code="agent_unreachable",
+            request_id=request_id,
+        ) from None
+    except requests.Timeout:
+        return _poll(http, request_id, progress)  # sent, but no answer yet: the log knows
+    with response:
+        kind = response.headers.get("Content-Type", "")
+        if response.status_code != 200:
+            raise _http_error(response, call, request_id)
+        try:
+            if kind.startswith(NDJSON):
+                reply = _read_stream(response, request_id, progress)
+            else:  # an older agent: one JSON body
+                return BridgeReply(str(response.json().get("text", "")), request_id, "done")
+        except (requests.RequestException, ValueError) as exc:
+            log.info(
+                "stream from %s broke (%s); recovering %s from its job log",
+                call.agent,
+                exc,
+                request_id,
+            )
+            reply = None
+    if reply is not None:
+        return reply
+    if progress.aborted():
+        return BridgeReply("", request_id, "aborted")
+    return _poll(http, request_id, progress)
+
+
+def _http_error(response: requests.Response, call: BridgeCall, request_id: str) -> BridgeError:
+    try:
+        body = response.json()
+        message, code = str(body.get("error")), str(body.get("code") or "bridge_error")
+    except ValueError:
+        message, code = response.text[:200], "bridge_error"
+    return BridgeError(
+        f"{call.agent} refused request {request_id} (HTTP {response.status_code}): {message}",
+        code=code,
+        request_id=request_id,
+    )

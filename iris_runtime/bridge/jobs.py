@@ -1,0 +1,162 @@
+"""Durable per-request job logs: ``bridge-jobs/<requestId>.jsonl``.
+
+Every status, final and error event of a bridge request is appended (one JSON line, monotonic
+``seq``) before it is streamed, so a caller whose connection dropped can fetch the rest with
+``GET /bridge/jobs/<id>?since=<seq>``. Heartbeats are never logged: silence in the log means the
+agent is wedged. Old logs are removed by a retention sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from iris_runtime.bridge.protocol import TERMINAL_TYPES, validate_request_id
+from iris_runtime.errors import IrisError, NotFound
+
+log = logging.getLogger(__name__)
+
+JOBS_DIR = "bridge-jobs"
+
+Event = dict[str, Any]
+
+
+class JobExists(IrisError):
+    code = "request_id_in_use"
+    status = 409
+
+
+class Job:
+    """One request's log, in memory for live streams and on disk for recovery."""
+
+    def __init__(self, request_id: str, path: Path) -> None:
+        self.request_id = request_id
+        self.path = path
+        self.events: list[Event] = []
+        self._changed = threading.Condition()
+
+    @property
+    def done(self) -> bool:
+        return bool(self.events) and self.events[-1]["type"] in TERMINAL_TYPES
+
+    def append(self, kind: str, **fields: Any) -> Event | None:
+        """Log then publish one event; nothing is appended after the terminal one."""
+        with self._changed:
+            if self.done:
+                return None
+            event = {
+                "type": kind,
+                **fields,
+                "seq": len(self.events) + 1,
+                "ts": round(time.time(), 3),
+            }
+            line = json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n"
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, line.encode("utf-8"))
+            finally:
+                os.close(fd)
+            self.events.append(event)
+            self._changed.notify_all()
+            return event
+
+    def wait_after(self, seq: int, timeout: float) -> list[Event]:
+        """Events after ``seq``, waiting up to ``timeout`` for one to arrive."""
+        with self._changed:
+            if len(self.events) <= seq:
+                self._changed.wait(timeout)
+            return self.events[seq:]
+
+
+class JobStore:
+    def __init__(self, data_dir: Path) -> None:
+        self.directory = data_dir / JOBS_DIR
+        self._live: dict[str, Job] = {}
+        self._lock = threading.Lock()
+
+    def _path(self, request_id: str) -> Path:
+        return self.directory / f"{validate_request_id(request_id)}.jsonl"
+
+    def create(self, request_id: str) -> Job:
+        path = self._path(request_id)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            raise JobExists(
+                f"request id {request_id!r} was already used; fetch its reply with "
+                f"GET /bridge/jobs/{request_id}"
+            ) from None
+        job = Job(request_id, path)
+        with self._lock:
+            self._live[request_id] = job
+        return job
+
+    def finished(self, job: Job) -> None:
+        with self._lock:
+            self._live.pop(job.request_id, None)
+
+    def read(self, request_id: str, since: int = 0) -> tuple[list[Event], bool]:
+        """Events with ``seq > since`` from disk, and whether the job has ended."""
+        path = self._path(request_id)
+        try:
+            raw = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            raise NotFound(f"no bridge job {request_id!r}", code="unknown_job") from None
+        everything = _parse(raw, path)
+        done = any(e.get("type") in TERMINAL_TYPES for e in everything)
+        return [e for e in everything if e.get("seq", 0) > since], done
+
+    def interrupt_unfinished(self) -> int:
+        """Close the logs of requests a previous process left running: nobody will finish them,
+        and a polling caller deserves an explicit error rather than silence."""
+        count = 0
+        for path in self.directory.glob("*.jsonl"):
+            events = _parse(path.read_text(encoding="utf-8", errors="replace"), path)
+            if events and events[-1].get("type") in TERMINAL_TYPES:
+                continue
+            job = Job(path.stem, path)
+            job.events = events
+            job.append(
+                "error",
+                error="the agent restarted before this request finished",
+                code="interrupted",
+                requestId=path.stem,
+            )
+            count += 1
+        return count
+
+    def sweep(self, max_age_seconds: float) -> int:
+        """Remove logs of finished requests older than ``max_age_seconds``."""
+        cutoff = time.time() - max_age_seconds
+        removed = 0
+        with self._lock:
+            live = set(self._live)
+        for path in self.directory.glob("*.jsonl"):
+            try:
+                if path.stem not in live and path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                continue
+        return removed
+
+
+def _parse(raw: str, path: Path) -> list[Event]:
+    events = []
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            log.warning("skipping a torn line in %s", path)
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events

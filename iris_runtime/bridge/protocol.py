@@ -1,0 +1,86 @@
+"""The bridge wire protocol (version 1): request bodies, stream lines and the job-log shape.
+
+A request is ``POST /bridge`` with ``{"text", "conversationKey"?, "requestId"?, "origin"?}``.
+Asking with ``Accept: application/x-ndjson`` gets a stream of JSON lines::
+
+    {"type":"accepted","requestId":"…","protocol":1}
+    {"type":"status","text":"→ running bash","seq":1}
+    {"type":"heartbeat"}
+    {"type":"final","text":"…","requestId":"…","seq":2,"status":"done"}
+
+ending with exactly one ``final`` or ``error`` line. Otherwise the answer is one JSON body
+``{"text", "requestId", "status"}``. Readers ignore line types and fields they do not know.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from iris_runtime.errors import InvalidInput
+
+PROTOCOL_VERSION = 1
+NDJSON = "application/x-ndjson"
+TERMINAL_TYPES = frozenset({"final", "error"})
+REQUEST_FIELDS = frozenset({"text", "conversationKey", "requestId", "origin"})
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+MAX_ORIGIN_CHARS = 500
+
+
+@dataclass(frozen=True)
+class BridgeRequest:
+    text: str
+    conversation_key: str | None
+    request_id: str | None
+    origin: str | None
+
+
+def validate_request_id(request_id: str) -> str:
+    """Request ids name files (``bridge-jobs/<id>.jsonl``), so only safe tokens pass."""
+    if not _TOKEN.fullmatch(request_id) or ".." in request_id:
+        raise InvalidInput(
+            f"invalid request id {request_id[:80]!r}: use letters, digits and . _ - "
+            "(at most 128, starting with a letter or digit)",
+            code="invalid_request_id",
+        )
+    return request_id
+
+
+def parse_request(body: dict[str, Any]) -> BridgeRequest:
+    unknown = sorted(set(body) - REQUEST_FIELDS)
+    if unknown:
+        raise InvalidInput(f"unknown field(s): {', '.join(unknown)}", code="unknown_fields")
+    text = body.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("'text' must be a non-empty string", code="missing_fields")
+    out: dict[str, str | None] = {}
+    for name in ("conversationKey", "requestId", "origin"):
+        value = body.get(name)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise InvalidInput(f"{name!r} must be a non-empty string", code="invalid_field")
+        out[name] = value
+    if out["origin"] and len(out["origin"]) > MAX_ORIGIN_CHARS:
+        raise InvalidInput(f"'origin' is longer than {MAX_ORIGIN_CHARS}", code="invalid_field")
+    request_id = out["requestId"]
+    return BridgeRequest(
+        text=text,
+        conversation_key=out["conversationKey"],
+        request_id=validate_request_id(request_id) if request_id else None,
+        origin=out["origin"],
+    )
+
+
+def conversation_session(conversation_key: str | None, request_id: str) -> str:
+    """The sub-agent session id that a conversation key maps to (stable, filesystem-safe)."""
+    if conversation_key is None:
+        return f"bridge-{request_id}"
+    if (
+        len(conversation_key) <= 120
+        and _TOKEN.fullmatch(conversation_key)
+        and ".." not in conversation_key
+    ):
+        return f"bridge-{conversation_key}"
+    digest = hashlib.sha256(conversation_key.encode("utf-8")).hexdigest()[:40]
+    return f"bridge-k{digest}"

@@ -1,0 +1,97 @@
+"""The sub-agent side of the bridge: turn a request into a run and its events into a job log.
+
+The run's context is private to the request (its replies accumulate, its status lines go to the
+job log); its conversation lives in the session the conversation key maps to, so repeated
+requests from one origin continue one context.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+
+from iris_runtime.bridge.jobs import Job, JobStore
+from iris_runtime.bridge.protocol import BridgeRequest, conversation_session
+from iris_runtime.bridge.transport import BridgeTransport
+from iris_runtime.config import Settings
+from iris_runtime.engine.channels import session_channel
+from iris_runtime.engine.runs import RunResult
+from iris_runtime.engine.transport import TransportEvent, clip_status
+from iris_runtime.errors import IrisError
+
+log = logging.getLogger(__name__)
+
+NO_REPLY = "(no reply: the run finished without producing any text)"
+SWEEP_INTERVAL_SECONDS = 3600.0
+
+
+class BridgeService:
+    def __init__(self, transport: BridgeTransport, settings: Settings) -> None:
+        self._transport = transport
+        self.settings = settings
+        self.jobs = JobStore(settings.data_dir)
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        """Close logs a previous process left open, then sweep old logs now and hourly."""
+        if self.jobs.directory.exists():
+            interrupted = self.jobs.interrupt_unfinished()
+            if interrupted:
+                log.warning("marked %d unfinished bridge request(s) as interrupted", interrupted)
+        threading.Thread(
+            target=self._sweep_forever, name="iris-bridge-sweeper", daemon=True
+        ).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _sweep_forever(self) -> None:
+        while True:
+            try:
+                removed = self.jobs.sweep(self.settings.bridge_job_retention_seconds)
+                if removed:
+                    log.info("retention sweep removed %d bridge job log(s)", removed)
+            except OSError:
+                log.exception("bridge job sweep failed")
+            if self._stop.wait(SWEEP_INTERVAL_SECONDS):
+                return
+
+    def handle(self, request: BridgeRequest) -> Job:
+        """Accept a request: its job exists (and is logged) before this returns."""
+        request_id = request.request_id or f"req-{uuid.uuid4().hex}"
+        job = self.jobs.create(request_id)
+        session = conversation_session(request.conversation_key, request_id)
+        event = TransportEvent(
+            channel=session_channel(session), text=request.text, user=request.origin or "bridge"
+        )
+        log.info("bridge request %s → session %s", request_id, session)
+
+        def report(text: str) -> None:
+            job.append("status", text=clip_status(text))
+
+        try:
+            ticket = self._transport.submit_request(event, report)
+        except IrisError as exc:
+            job.append("error", error=exc.message, code=exc.code, requestId=request_id)
+            self.jobs.finished(job)
+            return job
+        ticket.add_done_callback(lambda result: self._finish(job, result))
+        return job
+
+    def _finish(self, job: Job, result: RunResult) -> None:
+        if result.status == "cancelled":
+            job.append(
+                "error",
+                error=result.error or "cancelled",
+                code="shutting_down",
+                requestId=job.request_id,
+            )
+        else:
+            job.append(
+                "final",
+                text=result.text or NO_REPLY,
+                requestId=job.request_id,
+                status=result.status,
+            )
+        self.jobs.finished(job)

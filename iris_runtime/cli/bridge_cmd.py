@@ -1,0 +1,64 @@
+"""``iris bridge recover``: fetch a sub-agent's reply from its job log by hand.
+
+For when Iris restarted mid-request: the sub-agent finished anyway and its reply waits in
+``bridge-jobs/<requestId>.jsonl`` on its side.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+import requests
+
+from iris_runtime.agents.registry import registry_for
+from iris_runtime.bridge.protocol import validate_request_id
+from iris_runtime.cli.common import load_settings
+from iris_runtime.errors import IrisError
+
+
+@click.group()
+def bridge() -> None:
+    """Talk to sub-agents' bridges."""
+
+
+@bridge.command()
+@click.argument("agent")
+@click.argument("request_id")
+@click.option("--since", default=0, show_default=True, help="Only events after this seq.")
+@click.option("--json", "as_json", is_flag=True, help="Print the raw job-log answer.")
+def recover(agent: str, request_id: str, since: int, as_json: bool) -> None:
+    """Print the reply to REQUEST_ID from AGENT's job log (exit 2 while it is still running)."""
+    try:
+        validate_request_id(request_id)
+        entry = registry_for(load_settings()).get(agent)
+    except IrisError as exc:
+        raise click.ClickException(exc.message) from None
+    if entry is None:
+        raise click.ClickException(f"no agent named {agent!r} in agents.json")
+    url = f"{entry.bridge_url.rstrip('/')}/bridge/jobs/{request_id}"
+    try:
+        response = requests.get(url, params={"since": since}, timeout=30)
+    except requests.RequestException as exc:
+        raise click.ClickException(f"{agent} is unreachable at {entry.bridge_url}: {exc}") from None
+    if response.status_code == 404:
+        raise click.ClickException(f"{agent} has no job {request_id!r} (expired or never sent)")
+    if response.status_code != 200:
+        raise click.ClickException(
+            f"{agent} answered HTTP {response.status_code}: {response.text[:200]}"
+        )
+    body = response.json()
+    if as_json:
+        click.echo(json.dumps(body, indent=2))
+    events = body.get("events", [])
+    for event in events:
+        if event.get("type") == "final" and not as_json:
+            click.echo(event.get("text", ""))
+        elif event.get("type") == "error":
+            raise click.ClickException(
+                f"{agent} failed: {event.get('error')} ({event.get('code')})"
+            )
+    if not body.get("done"):
+        last = next((e.get("text") for e in reversed(events) if e.get("type") == "status"), None)
+        click.echo(f"still running{f' (last status: {last})' if last else ''}", err=True)
+        raise SystemExit(2)

@@ -1,0 +1,41 @@
+"""Routers: a transport-neutral way to answer a message without Iris's own model turn.
+
+Before a run starts its agent loop, the engine offers the message to each router (in the order
+they were added). A router that recognises it — a leading ``@agent`` mention, say — answers it
+itself and the model is never called. Every transport gets this for free, because it lives in the
+run, not in the transports.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from iris_runtime.engine.transport import TransportEvent
+
+
+@dataclass(frozen=True)
+class RouteOutcome:
+    text: str
+    status: str = "done"  # done | stopped | failed
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RouteRequest:
+    event: TransportEvent
+    transport_id: str
+    status: Callable[[str], None]
+    abort: threading.Event
+
+
+class MessageRouter(Protocol):
+    def prompt_section(self) -> str:
+        """Text added to the system prompt (e.g. the agents Iris can delegate to); may be ''."""
+        ...
+
+    def route(self, request: RouteRequest) -> RouteOutcome | None:
+        """Answer the message and return the outcome, or return None to let the model run."""
+        ...

@@ -1,0 +1,107 @@
+"""The bridge port: ``POST /bridge`` and ``GET /bridge/jobs/<id>``, and 404 for everything else.
+
+The stream's status line and headers go out before the run starts; that early 200 is what keeps
+long runs from hitting a client's time-to-first-byte limit, and it is why failures arrive as an
+``error`` line rather than an HTTP status.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+from flask import Blueprint, Flask, Response, current_app, jsonify, request
+
+from iris_runtime.bridge.jobs import Event, Job
+from iris_runtime.bridge.protocol import (
+    NDJSON,
+    PROTOCOL_VERSION,
+    REQUEST_FIELDS,
+    TERMINAL_TYPES,
+    parse_request,
+    validate_request_id,
+)
+from iris_runtime.bridge.service import BridgeService
+from iris_runtime.errors import InvalidInput
+from iris_runtime.web.bodies import json_object
+from iris_runtime.web.errors import error_response, install_error_handlers
+
+blueprint = Blueprint("bridge", __name__)
+
+# Plain-shape failures keep their meaning as HTTP statuses.
+ERROR_STATUS = {"queue_full": 429, "shutting_down": 503, "interrupted": 502}
+
+
+def _service() -> BridgeService:
+    service: BridgeService = current_app.extensions["iris_bridge"]
+    return service
+
+
+def _line(event: Event) -> str:
+    shown = {k: v for k, v in event.items() if k != "ts"}
+    return json.dumps(shown, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _stream(job: Job, heartbeat_seconds: float) -> Iterator[str]:
+    yield _line({"type": "accepted", "requestId": job.request_id, "protocol": PROTOCOL_VERSION})
+    seen = 0
+    while True:
+        events = job.wait_after(seen, heartbeat_seconds)
+        if not events:
+            yield '{"type":"heartbeat"}\n'
+            continue
+        for event in events:
+            seen = event["seq"]
+            yield _line(event)
+            if event["type"] in TERMINAL_TYPES:
+                return
+
+
+def _wait_for_end(job: Job) -> Event:
+    seen = 0
+    while True:
+        for event in job.wait_after(seen, 60.0):
+            seen = event["seq"]
+            if event["type"] in TERMINAL_TYPES:
+                return event
+
+
+@blueprint.post("/bridge")
+def bridge() -> Response:
+    service = _service()
+    job = service.handle(parse_request(json_object(optional=REQUEST_FIELDS)))
+    if NDJSON in request.headers.get("Accept", ""):
+        response = Response(
+            _stream(job, service.settings.bridge_heartbeat_seconds), mimetype=NDJSON
+        )
+        response.headers["Cache-Control"] = "no-cache"
+        response.headers["X-Accel-Buffering"] = "no"
+        return response
+    end = _wait_for_end(job)
+    if end["type"] == "error":
+        status = ERROR_STATUS.get(end.get("code", ""), 500)
+        return error_response(end["error"], end["code"], status, requestId=job.request_id)
+    return jsonify({"text": end["text"], "requestId": job.request_id, "status": end.get("status")})
+
+
+@blueprint.get("/bridge/jobs/<request_id>")
+def job_events(request_id: str) -> Response:
+    validate_request_id(request_id)
+    raw = request.args.get("since", "0")
+    if not raw.isdigit():
+        raise InvalidInput(
+            f"'since' must be a non-negative integer, not {raw[:20]!r}", code="invalid_since"
+        )
+    events, done = _service().jobs.read(request_id, int(raw))
+    shown = [{k: v for k, v in e.items() if k != "ts"} for e in events]
+    return jsonify({"requestId": request_id, "events": shown, "done": done})
+
+
+def create_bridge_app(service: BridgeService, max_body_bytes: int) -> Flask:
+    app = Flask("iris.bridge", static_folder=None)
+    app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.extensions["iris_bridge"] = service
+    install_error_handlers(app)
+    app.register_blueprint(blueprint)
+    return app
