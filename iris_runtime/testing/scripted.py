@@ -15,7 +15,8 @@ message). The turn played is the number of model turns already taken since that 
 script is stateless and safe under concurrency. Steps: ``text``, ``thinking``, ``tool`` (+``args``,
 ``id``), ``sleep`` (seconds, interrupted by stop), ``error``, ``usage``, and ``recall`` (replies
 with every earlier user message in the context, joined by `` | ``, proving what was replayed).
-The file is re-read on every call, so a test may rewrite it between turns.
+The file is re-read on every call, so a test may rewrite it between turns. With
+``IRIS_SCRIPT_CALLS_FILE`` set, every call is recorded there (one JSON line).
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ def _position(request: ProviderRequest) -> tuple[str, int]:
 class ScriptedProvider:
     name = "scripted"
 
-    def __init__(self, script_path: Path | None) -> None:
+    def __init__(self, script_path: Path | None, calls_path: Path | None = None) -> None:
         self._path = script_path
+        self._calls = calls_path
 
     def _rules(self) -> list[dict[str, Any]]:
         if self._path is None or not self._path.exists():
@@ -75,6 +77,9 @@ class ScriptedProvider:
 
     def stream(self, request: ProviderRequest, abort: threading.Event) -> Iterator[ProviderEvent]:
         prompt, index = _position(request)
+        if self._calls is not None:  # lets a test prove the model was (not) consulted
+            with self._calls.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"prompt": prompt, "turn": index}) + "\n")
         try:
             steps = self._turn(prompt, index)
         except (OSError, ValueError) as exc:
@@ -109,7 +114,8 @@ class ScriptedProvider:
 
 def create(settings: Settings) -> ScriptedProvider:
     path = settings.env.get("IRIS_SCRIPT_FILE")
-    return ScriptedProvider(Path(path) if path else None)
+    calls = settings.env.get("IRIS_SCRIPT_CALLS_FILE")
+    return ScriptedProvider(Path(path) if path else None, Path(calls) if calls else None)
 
 
 @hookimpl
