@@ -8,6 +8,7 @@ deadline passes. A disconnect is not a failure; silence is.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -195,7 +196,7 @@ def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None)
         ) from None
     except requests.Timeout:
         return _poll(http, request_id, progress)  # sent, but no answer yet: the log knows
-    with response:
+    with response, _closed_on_abort(response, call.abort):
         kind = response.headers.get("Content-Type", "")
         if response.status_code != 200:
             raise _http_error(response, call, request_id)
@@ -204,19 +205,47 @@ def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None)
                 reply = _read_stream(response, request_id, progress)
             else:  # an older agent: one JSON body
                 return BridgeReply(str(response.json().get("text", "")), request_id, "done")
-        except (requests.RequestException, ValueError) as exc:
-            log.info(
-                "stream from %s broke (%s); recovering %s from its job log",
-                call.agent,
-                exc,
-                request_id,
-            )
+        except Exception as exc:
+            broke = isinstance(exc, (requests.RequestException, ValueError))
+            if not (broke or progress.aborted()):
+                raise
+            if not progress.aborted():
+                log.info(
+                    "stream from %s broke (%s); recovering %s from its job log",
+                    call.agent,
+                    exc,
+                    request_id,
+                )
             reply = None
     if reply is not None:
         return reply
     if progress.aborted():
         return BridgeReply("", request_id, "aborted")
     return _poll(http, request_id, progress)
+
+
+@contextlib.contextmanager
+def _closed_on_abort(response: requests.Response, abort: threading.Event | None) -> Iterator[None]:
+    """Close the stream as soon as the caller stops, instead of at the next heartbeat."""
+    if abort is None:
+        yield
+        return
+    finished = threading.Event()
+
+    def watch() -> None:
+        while not finished.is_set():
+            if abort.wait(0.2):
+                # close() alone does not wake a read blocked in another thread; shutdown does.
+                with contextlib.suppress(Exception):
+                    response.raw.shutdown()
+                response.close()
+                return
+
+    threading.Thread(target=watch, name="iris-bridge-abort", daemon=True).start()
+    try:
+        yield
+    finally:
+        finished.set()
 
 
 def _http_error(response: requests.Response, call: BridgeCall, request_id: str) -> BridgeError:

@@ -299,3 +299,37 @@ def test_escalation_reaches_the_channel_and_its_log(start_iris: StartIris) -> No
     )
     assert iris.post("/escalate", json_body={"text": "x", "channel": "../etc"}).status == 400
     assert iris.post("/escalate", json_body={"nope": 1}).status == 400
+
+
+def test_stopping_a_routed_turn_returns_promptly(
+    start_subagent: StartSub, start_iris: StartIris
+) -> None:
+    import threading
+    import time
+
+    sub = start_subagent(
+        rules=[{"when": "long", "turns": [[{"sleep": 60}]]}], IRIS_BRIDGE_HEARTBEAT_MS="30000"
+    )
+    iris = start_iris()
+    register(iris, "helper", sub.bridge_url)
+    box: list[object] = []
+    thread = threading.Thread(
+        target=lambda: box.append(
+            iris.post("/sessions/s9/message", json_body={"text": "@helper long task"})
+        )
+    )
+    thread.start()
+    log = iris.data_dir / "SESSION-s9" / "log.jsonl"
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (
+        not log.exists() or "bridge_call" not in log.read_text()
+    ):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    started = time.monotonic()
+    assert iris.post("/sessions/s9/stop").json() == {"stopped": True}
+    thread.join(10)
+    assert box, "the routed message did not return after stop"
+    assert time.monotonic() - started < 5  # well before the 30 s heartbeat
+    reply = box[0]
+    assert reply.status == 200 and reply.json()["status"] == "stopped"  # type: ignore[attr-defined]
