@@ -87,6 +87,9 @@ class Settings:
     agent_name: str | None = None
     provider: str = "offline"
     model: str = ""
+    subagent_model: str = ""
+    provider_max_retries: int = 4
+    provider_stream_timeout_seconds: float = 120.0
     max_body_bytes: int = 25 * 1024 * 1024
     max_turns: int = 40
     threads: int = 32
@@ -126,6 +129,11 @@ class Settings:
             agent_name=agent_name,
             provider=env.get("IRIS_PROVIDER", "").strip() or "offline",
             model=env.get("IRIS_MODEL", "").strip(),
+            subagent_model=env.get("IRIS_SUBAGENT_MODEL", "").strip(),
+            provider_max_retries=_env_int(env, "IRIS_PROVIDER_MAX_RETRIES", 4, minimum=0),
+            provider_stream_timeout_seconds=_env_float(
+                env, "IRIS_PROVIDER_STREAM_TIMEOUT_SECONDS", 120.0
+            ),
             max_body_bytes=_env_int(env, "IRIS_MAX_BODY_BYTES", 25 * 1024 * 1024, minimum=1024),
             max_turns=_env_int(env, "IRIS_MAX_TURNS", 40, minimum=1),
             threads=_env_int(env, "IRIS_THREADS", 32, minimum=4),

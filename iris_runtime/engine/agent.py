@@ -14,6 +14,7 @@ from typing import Protocol
 from iris_runtime.engine.provider import (
     Done,
     Message,
+    Notice,
     Provider,
     ProviderError,
     ProviderRequest,
@@ -117,6 +118,8 @@ class AgentLoop:
                 turn.calls.append(event.call)
             elif isinstance(event, Done):
                 outcome.usage = outcome.usage + event.usage
+            elif isinstance(event, Notice):
+                out.status(event.text)
             elif isinstance(event, ProviderError):
                 turn.error = event.message
             if abort.is_set() or turn.error is not None:

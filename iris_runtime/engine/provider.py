@@ -103,12 +103,19 @@ class Done:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """Something the user should see while waiting (e.g. "retrying in 4s: overloaded")."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class ProviderError:
     message: str
     retryable: bool = False
 
 
-ProviderEvent = TextDelta | ThinkingDelta | ToolCallEvent | Done | ProviderError
+ProviderEvent = TextDelta | ThinkingDelta | ToolCallEvent | Done | Notice | ProviderError
 
 
 class Provider(Protocol):
