@@ -293,3 +293,78 @@ def add_common_args(parser: argparse.ArgumentParser, default_seconds: float = 10
         default=default_seconds,
         help="length of each timed load phase (benches without one ignore it) [%(default)s]",
     )
+
+
+# --- sub-agent (bridge) servers -------------------------------------------------------------
+
+
+class SubAgent(NamedTuple):
+    """A started sub-agent: its API server (``/health`` lives there), its bridge URL and its
+    data dir."""
+
+    server: Server
+    bridge_url: str
+    data_dir: Path
+
+
+def write_script(path: Path, rules: list[dict[str, object]]) -> Path:
+    """Write a ``scripted``-provider script (``{"rules": [...]}``) and return its path."""
+    path.write_text(json.dumps({"rules": rules}), encoding="utf-8")
+    return path
+
+
+def start_subagent(
+    workdir: Path,
+    *,
+    data_dir: Path | None = None,
+    extra_env: dict[str, str] | None = None,
+    name: str = "helper",
+) -> SubAgent:
+    """Start ``iris serve`` as sub-agent ``name`` (``AGENT_NAME`` + ``BRIDGE_PORT``) with its API
+    on its own port; a fresh data dir under ``workdir`` unless ``data_dir`` is given (an existing
+    one is used as is). Does not wait for health."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    if data_dir is None:
+        data_dir = Path(tempfile.mkdtemp(prefix="iris-agent-", dir=workdir))
+    api_port = free_port()
+    bridge_port = free_port()
+    while bridge_port == api_port:
+        bridge_port = free_port()
+    token = secrets.token_urlsafe(32)
+    env = _clean_env()
+    env.update(
+        {
+            "AGENT_NAME": name,
+            "BRIDGE_PORT": str(bridge_port),
+            "IRIS_DATA_DIR": str(data_dir),
+            "IRIS_API_HOST": HOST,
+            "IRIS_API_PORT": str(api_port),
+            "IRIS_API_TOKEN": token,
+            "IRIS_PROVIDER": "offline",
+        }
+    )
+    env.update(extra_env or {})
+    log_path = workdir / f"serve-{name}-{api_port}.log"
+    process = _popen([script("iris"), "serve"], env, log_path, workdir)
+    server = Server(process, f"http://{HOST}:{api_port}", token)
+    return SubAgent(server, f"http://{HOST}:{bridge_port}", data_dir)
+
+
+@contextlib.contextmanager
+def running_subagent(
+    workdir: Path,
+    *,
+    data_dir: Path | None = None,
+    extra_env: dict[str, str] | None = None,
+    timeout: float = 60.0,
+) -> Iterator[SubAgent]:
+    """:func:`start_subagent`, wait until healthy, stop on exit."""
+    agent = start_subagent(workdir, data_dir=data_dir, extra_env=extra_env)
+    try:
+        try:
+            wait_healthy(agent.server.base_url, agent.server.process, timeout=timeout)
+        except RuntimeError as exc:
+            raise RuntimeError(f"sub-agent: {exc}\n{log_tail(agent.server.process)}") from None
+        yield agent
+    finally:
+        stop_process(agent.server.process)

@@ -70,7 +70,8 @@ def register_providers(register: Callable[[str, Any], None]) -> None:
     Call ``register(name, factory)`` where ``factory(settings) -> Provider``. ``IRIS_PROVIDER``
     selects one by name; the built-in ``offline`` provider is the default. A provider's
     ``stream(request, abort)`` yields events and reports failures as ``ProviderError`` events,
-    never as exceptions.
+    never as exceptions. A provider should also expose ``context_window`` (tokens): the engine
+    compacts conversations that approach it.
     """
 
 

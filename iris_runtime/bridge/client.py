@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import requests
@@ -46,6 +46,7 @@ class BridgeReply:
     text: str
     request_id: str
     status: str  # done | stopped | failed (as the agent reported it) | aborted (we stopped)
+    usage: dict[str, Any] = field(default_factory=dict)  # the agent's own usage, if it sent it
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,13 @@ def _terminal(event: dict[str, Any], request_id: str, call: BridgeCall) -> Bridg
             code=str(event.get("code") or "bridge_error"),
             request_id=request_id,
         )
-    return BridgeReply(str(event.get("text", "")), request_id, str(event.get("status") or "done"))
+    usage = event.get("usage")
+    return BridgeReply(
+        str(event.get("text", "")),
+        request_id,
+        str(event.get("status") or "done"),
+        usage if isinstance(usage, dict) else {},
+    )
 
 
 def _lines(response: requests.Response, progress: _Progress) -> Iterator[dict[str, Any]]:

@@ -18,6 +18,7 @@ from iris_runtime.config import Settings
 from iris_runtime.engine.routing import RouteOutcome, RouteRequest
 from iris_runtime.engine.sessions import SessionStore
 from iris_runtime.engine.tools import ToolContext, ToolResult
+from iris_runtime.engine.usage import usage_from_json
 from iris_runtime.errors import IrisError
 
 log = logging.getLogger(__name__)
@@ -91,10 +92,13 @@ class AgentMentionRouter:
         try:
             reply = call_agent_bridge(call)
         except BridgeError as exc:
-            return RouteOutcome(f"({agent} failed: {exc.message})", "failed", exc.message)
+            return RouteOutcome(
+                f"({agent} failed: {exc.message})", "failed", exc.message, agent=agent
+            )
         if reply.status == "aborted":
-            return RouteOutcome("", "stopped")
-        return RouteOutcome(reply.text, "failed" if reply.status == "failed" else "done")
+            return RouteOutcome("", "stopped", agent=agent)
+        status = "failed" if reply.status == "failed" else "done"
+        return RouteOutcome(reply.text, status, usage=usage_from_json(reply.usage), agent=agent)
 
 
 class CallAgentTool:

@@ -18,6 +18,7 @@ from iris_runtime.config import Settings
 from iris_runtime.engine.channels import session_channel
 from iris_runtime.engine.runs import RunResult
 from iris_runtime.engine.transport import TransportEvent, clip_status
+from iris_runtime.engine.usage import usage_to_json
 from iris_runtime.errors import IrisError
 
 log = logging.getLogger(__name__)
@@ -93,5 +94,6 @@ class BridgeService:
                 text=result.text or NO_REPLY,
                 requestId=job.request_id,
                 status=result.status,
+                usage=usage_to_json(result.usage),
             )
         self.jobs.finished(job)

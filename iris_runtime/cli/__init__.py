@@ -14,6 +14,7 @@ from iris_runtime.cli.common import plugin_host
 from iris_runtime.cli.doctor import doctor
 from iris_runtime.cli.plugins_cmd import plugins
 from iris_runtime.cli.serve import serve
+from iris_runtime.cli.usage_cmd import usage
 from iris_runtime.config import Settings
 from iris_runtime.errors import ConfigError
 
@@ -29,6 +30,7 @@ cli.add_command(doctor)
 cli.add_command(plugins)
 cli.add_command(agents)
 cli.add_command(bridge)
+cli.add_command(usage)
 
 
 def _add_plugin_commands() -> None:

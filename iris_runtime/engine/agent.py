@@ -45,6 +45,7 @@ class AgentOutcome:
     replies: list[str] = field(default_factory=list)
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
+    turn_usage: list[Usage] = field(default_factory=list)
     turns: int = 0
 
 
@@ -118,6 +119,7 @@ class AgentLoop:
                 turn.calls.append(event.call)
             elif isinstance(event, Done):
                 outcome.usage = outcome.usage + event.usage
+                outcome.turn_usage.append(event.usage)
             elif isinstance(event, Notice):
                 out.status(event.text)
             elif isinstance(event, ProviderError):

@@ -13,6 +13,7 @@ from pathlib import Path
 from iris_runtime.config import Settings
 from iris_runtime.engine.agent import AgentLoop, AgentOutcome
 from iris_runtime.engine.channels import resolve_channel_dir
+from iris_runtime.engine.compaction import kept_count, needs_compaction, summarize
 from iris_runtime.engine.lanes import DEFAULT_LANE, Lanes
 from iris_runtime.engine.observers import ObserverHub
 from iris_runtime.engine.output import RunSink
@@ -32,6 +33,7 @@ from iris_runtime.engine.transport import (
     TransportPromptProfile,
     TransportRegistry,
 )
+from iris_runtime.engine.usage import usage_to_json
 from iris_runtime.errors import EngineStopping, IrisError, QueueFull
 
 log = logging.getLogger(__name__)
@@ -273,7 +275,15 @@ class Engine:
                 sink.respond(outcome.text)
             code = "route_failed" if outcome.status == "failed" else None
             text = sink.accumulated() or outcome.text
-            return RunResult(run.run_id, outcome.status, text, outcome.error, code)
+            return RunResult(
+                run.run_id,
+                outcome.status,
+                text,
+                outcome.error,
+                code,
+                usage=outcome.usage,
+                agent=outcome.agent,
+            )
         return None
 
     def _think(
@@ -309,18 +319,45 @@ class Engine:
         user = Message(
             "user", _user_prompt(run.event, profile.attachments_tag_name, self.settings.data_dir)
         )
+        history = self._compacted(run, system, history, user, sink)
         outcome = self._loop.run(system, [*history, user], tool_ctx, sink, run.abort)
         return self._result_of(run, outcome, ctx.accumulated_text(), sink)
 
+    def _compacted(
+        self, run: Run, system: str, history: list[Message], user: Message, sink: RunSink
+    ) -> list[Message]:
+        """The history, summarised first if it would crowd the model's context window."""
+        # Providers from older plugins may not say; then the conversation is never compacted.
+        window = getattr(self.provider, "context_window", None)
+        if not isinstance(window, int) or not needs_compaction(system, history, user, window):
+            return history
+        kept = kept_count(history, window)
+        sink.status("→ compacting the conversation")
+        summary = summarize(
+            self.provider, self.settings.model, history[: len(history) - kept], run.abort
+        )
+        if summary is None:
+            return history
+        self.sessions.compact(run.channel, summary, kept)
+        log.info(
+            "compacted %s: %d messages summarised, %d kept", run.channel, len(history) - kept, kept
+        )
+        return self.sessions.context(run.channel)
+
     @staticmethod
     def _result_of(run: Run, outcome: AgentOutcome, accumulated: str, sink: RunSink) -> RunResult:
+        turns = tuple(outcome.turn_usage)
         if outcome.status in {"failed", "max_turns"}:
             note = f"(run failed: {outcome.error})"
             sink.respond_in_thread(note)
             text = sink.accumulated() or note
-            return RunResult(run.run_id, "failed", text, outcome.error, "run_failed", outcome.usage)
+            return RunResult(
+                run.run_id, "failed", text, outcome.error, "run_failed", outcome.usage, turns
+            )
+        if outcome.usage.input_tokens or outcome.usage.output_tokens:
+            sink.usage(outcome.usage)
         text = accumulated or "\n\n".join(outcome.replies)
-        return RunResult(run.run_id, outcome.status, text, usage=outcome.usage)
+        return RunResult(run.run_id, outcome.status, text, usage=outcome.usage, turn_usage=turns)
 
     def _log_user(self, run: Run, **extra: object) -> None:
         event = run.event
@@ -337,6 +374,9 @@ class Engine:
 
     def _safe_log_reply(self, run: Run, result: RunResult) -> None:
         try:
+            extra: dict[str, object] = {}
+            if result.agent:
+                extra["agent"] = result.agent
             self.sessions.append_message(
                 run.channel,
                 "assistant",
@@ -344,6 +384,9 @@ class Engine:
                 runId=run.run_id,
                 status=result.status,
                 transport=run.transport_id,
+                usage=usage_to_json(result.usage),
+                turns=[usage_to_json(u) for u in result.turn_usage],
+                **extra,
             )
         except Exception:
             log.exception("could not log the reply of run %s", run.run_id)

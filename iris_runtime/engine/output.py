@@ -9,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from iris_runtime.engine.observers import ObserverEvent, ObserverHub
+from iris_runtime.engine.provider import Usage
 from iris_runtime.engine.transport import MessageContext, ToolEvent, clip_status
+from iris_runtime.engine.usage import summary_line
 
 
 class RunSink:
@@ -60,6 +62,12 @@ class RunSink:
             else path.name
         )
         self._publish({"type": "file", "path": shown, "title": title or path.name})
+
+    def usage(self, usage: Usage) -> None:
+        """A usage summary for transports that show one (an optional ``on_usage`` hook)."""
+        on_usage = getattr(self._ctx, "on_usage", None)
+        if callable(on_usage):
+            on_usage(summary_line(usage), usage)
 
     def final(self, text: str) -> None:
         self._publish({"type": "final", "text": text})

@@ -120,6 +120,8 @@ ProviderEvent = TextDelta | ThinkingDelta | ToolCallEvent | Done | Notice | Prov
 
 class Provider(Protocol):
     name: str
+    # Tokens the model can see at once; the engine compacts long conversations to fit.
+    context_window: int
 
     def stream(
         self, request: ProviderRequest, abort: threading.Event

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from iris_runtime.engine.provider import Usage
 from iris_runtime.engine.transport import TransportEvent
 
 
@@ -21,6 +22,8 @@ class RouteOutcome:
     text: str
     status: str = "done"  # done | stopped | failed
     error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    agent: str | None = None  # who answered, for per-agent usage
 
 
 @dataclass(frozen=True)

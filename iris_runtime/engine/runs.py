@@ -19,6 +19,8 @@ class RunResult:
     error: str | None = None
     error_code: str | None = None
     usage: Usage = field(default_factory=Usage)
+    turn_usage: tuple[Usage, ...] = ()
+    agent: str | None = None  # set when a sub-agent answered instead of Iris's own model
 
 
 class RunTicket:

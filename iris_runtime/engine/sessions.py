@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from iris_runtime.engine.channels import resolve_channel_dir
-from iris_runtime.engine.provider import Message
+from iris_runtime.engine.provider import Message, Usage
+from iris_runtime.engine.usage import usage_from_json
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,33 @@ def _entry_to_message(entry: dict[str, Any]) -> Message | None:
     if role not in {"user", "assistant"} or not isinstance(text, str) or not text:
         return None
     return Message(role=role, text=text)
+
+
+SUMMARY_HEADER = "[Summary of the earlier conversation]"
+
+
+def summary_messages(summary: str) -> list[Message]:
+    """How a compaction summary sits in the context: a user turn and its acknowledgement, so
+    the kept turns that follow still alternate roles."""
+    return [
+        Message("user", f"{SUMMARY_HEADER}\n{summary}"),
+        Message("assistant", "Understood; I will continue from that summary."),
+    ]
+
+
+def replay(entries: list[dict[str, Any]]) -> list[Message]:
+    """The context an entry list amounts to: messages, with compactions applied."""
+    messages: list[Message] = []
+    for entry in entries:
+        if entry.get("type") == "compaction" and isinstance(entry.get("summary"), str):
+            kept = entry.get("kept", 0)
+            tail = messages[-kept:] if isinstance(kept, int) and kept > 0 else []
+            messages = summary_messages(entry["summary"]) + tail
+            continue
+        message = _entry_to_message(entry)
+        if message is not None:
+            messages.append(message)
+    return messages[-MAX_CONTEXT_MESSAGES:]
 
 
 class SessionStore:
@@ -111,11 +139,32 @@ class SessionStore:
         with self._channel_lock(channel):
             cached = self._cached(channel)
             if cached is None:
-                entries = self.entries(channel, since_reset=True)
-                messages = [m for m in map(_entry_to_message, entries) if m is not None]
-                cached = messages[-MAX_CONTEXT_MESSAGES:]
+                cached = replay(self.entries(channel, since_reset=True))
                 self._store_context(channel, cached)
             return list(cached)
+
+    def compact(self, channel: str, summary: str, kept: int) -> None:
+        """Replace all but the last ``kept`` context messages with ``summary``. The log gains a
+        marker; nothing already written is changed."""
+        with self._channel_lock(channel):
+            self._append(channel, {"type": "compaction", "summary": summary, "kept": kept})
+            context = self._cached(channel)
+            if context is not None:
+                tail = context[-kept:] if kept > 0 else []
+                self._store_context(channel, summary_messages(summary) + tail)
+
+    def usage_totals(self, channel: str) -> dict[str, Usage]:
+        """Usage summed per answering agent (``iris`` for Iris's own model), whole log."""
+        totals: dict[str, Usage] = {}
+        for entry in self.entries(channel):
+            if (
+                entry.get("type") == "message"
+                and entry.get("role") == "assistant"
+                and "usage" in entry
+            ):
+                who = str(entry.get("agent") or "iris")
+                totals[who] = totals.get(who, Usage()) + usage_from_json(entry["usage"])
+        return totals
 
     def _cached(self, channel: str) -> list[Message] | None:
         with self._lock:

@@ -33,6 +33,7 @@ def _last_user_text(request: ProviderRequest) -> str:
 
 class OfflineProvider:
     name = "offline"
+    context_window = 1_000_000
 
     def stream(self, request: ProviderRequest, abort: threading.Event) -> Iterator[ProviderEvent]:
         reply = REPLY_TEMPLATE.format(text=_last_user_text(request))

@@ -58,9 +58,15 @@ def _position(request: ProviderRequest) -> tuple[str, int]:
 class ScriptedProvider:
     name = "scripted"
 
-    def __init__(self, script_path: Path | None, calls_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        script_path: Path | None,
+        calls_path: Path | None = None,
+        context_window: int = 1_000_000,
+    ) -> None:
         self._path = script_path
         self._calls = calls_path
+        self.context_window = context_window
 
     def _rules(self) -> list[dict[str, Any]]:
         if self._path is None or not self._path.exists():
@@ -115,7 +121,8 @@ class ScriptedProvider:
 def create(settings: Settings) -> ScriptedProvider:
     path = settings.env.get("IRIS_SCRIPT_FILE")
     calls = settings.env.get("IRIS_SCRIPT_CALLS_FILE")
-    return ScriptedProvider(Path(path) if path else None, Path(calls) if calls else None)
+    window = int(settings.env.get("IRIS_SCRIPTED_CONTEXT_WINDOW") or 1_000_000)
+    return ScriptedProvider(Path(path) if path else None, Path(calls) if calls else None, window)
 
 
 @hookimpl

@@ -6,13 +6,11 @@ that owns it (the headless bridge unless a plugin claims it).
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from iris_runtime.engine.channels import session_channel
-from iris_runtime.engine.runs import RunResult
 from iris_runtime.engine.transport import TransportEvent
+from iris_runtime.engine.usage import total, usage_to_json
 from iris_runtime.runtime import Runtime
 from iris_runtime.web.api.attachments import resolve_handles, save_upload
 from iris_runtime.web.bodies import json_object, string_field
@@ -27,17 +25,6 @@ RESULT_STATUS = {"done": 200, "stopped": 200, "failed": 502, "cancelled": 503}
 def _runtime() -> Runtime:
     runtime: Runtime = current_app.extensions["iris"]
     return runtime
-
-
-def _usage(result: RunResult) -> dict[str, Any]:
-    u = result.usage
-    return {
-        "inputTokens": u.input_tokens,
-        "outputTokens": u.output_tokens,
-        "cacheReadTokens": u.cache_read_tokens,
-        "cacheWriteTokens": u.cache_write_tokens,
-        "costUsd": round(u.cost_usd, 6),
-    }
 
 
 @blueprint.post("/attachments")
@@ -61,7 +48,7 @@ def send_message(session_id: str) -> Response:
         "text": result.text,
         "status": result.status,
         "runId": result.run_id,
-        "usage": _usage(result),
+        "usage": usage_to_json(result.usage),
     }
     status = RESULT_STATUS.get(result.status, 200)
     if status != 200:
@@ -90,8 +77,14 @@ def stream(session_id: str) -> Response:
 def history(session_id: str) -> Response:
     channel = session_channel(session_id)
     everything = request.args.get("all", "").lower() in {"1", "true", "yes"}
-    entries = _runtime().engine.sessions.entries(channel, since_reset=not everything)
-    return jsonify({"sessionId": session_id, "entries": entries})
+    sessions = _runtime().engine.sessions
+    entries = sessions.entries(channel, since_reset=not everything)
+    per_agent = sessions.usage_totals(channel)
+    usage = {
+        "total": usage_to_json(total(per_agent.values())),
+        "byAgent": {agent: usage_to_json(u) for agent, u in per_agent.items()},
+    }
+    return jsonify({"sessionId": session_id, "entries": entries, "usage": usage})
 
 
 @blueprint.post("/reset")

@@ -1,0 +1,243 @@
+"""Round trip of ``POST /bridge`` on a sub-agent for a one-word reply, against a bare gunicorn echo.
+
+The sub-agent (``iris serve`` with ``AGENT_NAME``/``BRIDGE_PORT``) runs the ``scripted`` provider
+with one rule that answers every message with ``ok``, so the figure is the bridge and runtime
+overhead, not a model. N concurrent clients (default 8), each with its own ``requests.Session``
+and its own ``conversationKey`` (one run at a time per key, so sharing one would measure the
+queue), post back to back in two shapes:
+
+* ``stream``: ``Accept: application/x-ndjson``, timed until the ``final`` line has been read;
+* ``plain``: one JSON body ``{"text", "requestId", "status"}``.
+
+The baseline is the bare echo app under gunicorn gthread (1 worker, 32 threads, like Iris) with
+the same client load (POST of the same JSON body, response parsed). All three run side by side
+and are measured in the order echo, stream, plain, plain, stream, echo (half of ``--seconds`` per
+phase, fresh conversation keys per phase) after a warm-up, so drift hits them alike.
+
+Target: p50 of both shapes within 3x of the echo's p50 (``*_p50_ms`` ratio <= 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (
+    add_common_args,
+    emit,
+    handle_sigterm,
+    percentile,
+    ratio,
+    running,
+    running_subagent,
+    temp_workdir,
+    write_script,
+)
+
+BENCH = "bridge_round_trip"
+P50_TARGET_RATIO = 3.0  # bridge p50 within 3x of the bare echo
+REPLY = "ok"
+NDJSON = "application/x-ndjson"
+KINDS = ("echo", "stream", "plain")
+
+
+@dataclass
+class LoadResult:
+    latencies_ms: list[float] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, other: LoadResult) -> None:
+        self.latencies_ms.extend(other.latencies_ms)
+        self.elapsed_s += other.elapsed_s
+        self.errors.extend(other.errors)
+
+
+# One request of each shape: returns (latency in ms, problem or None).
+Call = Callable[[requests.Session, str, dict[str, str]], tuple[float, str | None]]
+
+
+def call_echo(http: requests.Session, url: str, body: dict[str, str]) -> tuple[float, str | None]:
+    start = time.perf_counter()
+    response = http.post(url, json=body, timeout=60)
+    payload = response.json()
+    elapsed = (time.perf_counter() - start) * 1000.0
+    if response.status_code != 200 or payload.get("echo") != body:
+        return elapsed, f"HTTP {response.status_code}: {response.text[:200]}"
+    return elapsed, None
+
+
+def call_plain(http: requests.Session, url: str, body: dict[str, str]) -> tuple[float, str | None]:
+    start = time.perf_counter()
+    response = http.post(url, json=body, timeout=60)
+    payload = response.json()
+    elapsed = (time.perf_counter() - start) * 1000.0
+    if response.status_code != 200:
+        return elapsed, f"HTTP {response.status_code}: {response.text[:200]}"
+    if payload.get("status") != "done" or payload.get("text") != REPLY:
+        return elapsed, f"unexpected body: {str(payload)[:200]}"
+    return elapsed, None
+
+
+def call_stream(http: requests.Session, url: str, body: dict[str, str]) -> tuple[float, str | None]:
+    start = time.perf_counter()
+    with http.post(url, json=body, headers={"Accept": NDJSON}, stream=True, timeout=60) as response:
+        if response.status_code != 200:
+            return (time.perf_counter() - start) * 1000.0, f"HTTP {response.status_code}"
+        final: dict[str, object] | None = None
+        elapsed = 0.0
+        for raw in response.iter_lines():
+            if not raw:
+                continue
+            event = json.loads(raw)
+            if event.get("type") in {"final", "error"}:
+                elapsed = (time.perf_counter() - start) * 1000.0
+                final = event
+                break
+        for _ in response.iter_content(chunk_size=65536):  # drain, so the connection is reused
+            pass
+    if final is None:
+        return (time.perf_counter() - start) * 1000.0, "stream ended without a final line"
+    if final.get("type") != "final" or final.get("text") != REPLY:
+        return elapsed, f"unexpected end: {str(final)[:200]}"
+    return elapsed, None
+
+
+CALLS: dict[str, Call] = {"echo": call_echo, "stream": call_stream, "plain": call_plain}
+
+
+def run_load(url: str, call: Call, *, clients: int, seconds: float, tag: str) -> LoadResult:
+    """``clients`` threads post back to back to ``url`` for ``seconds``; client ``i`` always uses
+    conversation key ``rt-<tag>-<i>``."""
+    results = [LoadResult() for _ in range(clients)]
+    ready = threading.Barrier(clients + 1)
+    go = threading.Event()
+    deadline = [0.0]
+
+    def client(index: int) -> None:
+        body = {"text": "ping", "conversationKey": f"rt-{tag}-{index}"}
+        out = results[index]
+        with requests.Session() as http:
+            ready.wait()
+            go.wait()
+            while time.perf_counter() < deadline[0]:
+                try:
+                    elapsed_ms, problem = call(http, url, body)
+                except (requests.RequestException, ValueError) as exc:
+                    elapsed_ms, problem = 0.0, f"{type(exc).__name__}: {exc}"
+                if problem is None:
+                    out.latencies_ms.append(elapsed_ms)
+                else:
+                    out.errors.append(problem)
+
+    threads = [
+        threading.Thread(target=client, args=(i,), name=f"client-{tag}-{i}", daemon=True)
+        for i in range(clients)
+    ]
+    for thread in threads:
+        thread.start()
+    ready.wait()
+    started = time.perf_counter()
+    deadline[0] = started + seconds
+    go.set()
+    for thread in threads:
+        thread.join()
+    total = LoadResult(elapsed_s=time.perf_counter() - started)
+    for result in results:
+        total.latencies_ms.extend(result.latencies_ms)
+        total.errors.extend(result.errors)
+    return total
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_args(parser, default_seconds=6.0)  # per shape, split over its two phases
+    parser.add_argument("--clients", type=int, default=8, help="concurrent clients [8]")
+    parser.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per shape [1.0]")
+    args = parser.parse_args()
+    handle_sigterm()
+    if args.clients < 1 or args.seconds <= 0:
+        parser.error("need --clients >= 1 and --seconds > 0")
+
+    measured = {kind: LoadResult() for kind in KINDS}
+    with temp_workdir() as workdir:
+        script_file = write_script(
+            workdir / "script.json", [{"when": "", "turns": [[{"text": REPLY}]]}]
+        )
+        env = {"IRIS_PROVIDER": "scripted", "IRIS_SCRIPT_FILE": str(script_file)}
+        with (
+            running_subagent(workdir, extra_env=env) as agent,
+            running("echo", workdir) as echo,
+        ):
+            urls = {
+                "echo": f"{echo.base_url}/bridge",
+                "stream": f"{agent.bridge_url}/bridge",
+                "plain": f"{agent.bridge_url}/bridge",
+            }
+            for kind in KINDS:
+                warm = run_load(
+                    urls[kind],
+                    CALLS[kind],
+                    clients=args.clients,
+                    seconds=args.warmup,
+                    tag=f"w{kind}",
+                )
+                if warm.errors:
+                    print(f"{kind} warm-up errors: {warm.errors[:3]}", file=sys.stderr)
+                    return 1
+            order = ("echo", "stream", "plain", "plain", "stream", "echo")
+            for phase, kind in enumerate(order):
+                measured[kind].add(
+                    run_load(
+                        urls[kind],
+                        CALLS[kind],
+                        clients=args.clients,
+                        seconds=args.seconds / 2,
+                        tag=f"p{phase}",
+                    )
+                )
+
+    failed = False
+    for kind, result in measured.items():
+        rate = len(result.latencies_ms) / result.elapsed_s if result.elapsed_s else 0.0
+        print(
+            f"{kind}: {len(result.latencies_ms)} ok, {len(result.errors)} errors "
+            f"in {result.elapsed_s:.2f} s ({rate:.0f} req/s)",
+            file=sys.stderr,
+        )
+        if result.errors or not result.latencies_ms:
+            print(f"{kind} errors (first 3): {result.errors[:3]}", file=sys.stderr)
+            failed = True
+    if failed:
+        return 1
+
+    echo_lat = measured["echo"].latencies_ms
+    verdicts: list[str] = []
+    for kind in ("stream", "plain"):
+        for pct in (50.0, 99.0):
+            value = percentile(measured[kind].latencies_ms, pct)
+            base = percentile(echo_lat, pct)
+            emit(BENCH, f"{kind}_p{pct:.0f}_ms", value, "ms", base, ratio(value, base))
+        p50_ratio = ratio(percentile(measured[kind].latencies_ms, 50), percentile(echo_lat, 50))
+        met = p50_ratio is not None and p50_ratio <= P50_TARGET_RATIO
+        verdicts.append(f"{kind} {'met' if met else 'MISSED'}")
+    print(f"target p50 <= {P50_TARGET_RATIO:g}x echo: {', '.join(verdicts)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print(f"{BENCH}: interrupted (servers stopped)", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,73 @@
+"""Compaction: when a conversation nears the model's context window, older turns are replaced in
+the *context* by a summary the model writes. The durable log only gains a marker (see
+``SessionStore.compact``); every original turn stays on disk and in the history API.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from iris_runtime.engine.provider import (
+    Message,
+    Provider,
+    ProviderError,
+    ProviderRequest,
+    TextDelta,
+)
+
+log = logging.getLogger(__name__)
+
+COMPACT_AT = 0.75  # share of the window the context may fill before compacting
+KEEP_SHARE = 0.25  # share of the window the kept recent turns may take
+SUMMARY_SYSTEM = (
+    "You compress conversations. Summarise the transcript below for the assistant who will "
+    "continue it: facts, decisions, open tasks, names, numbers and commitments. Be complete "
+    "and concise; write only the summary."
+)
+
+
+def estimate_tokens(texts: list[str]) -> int:
+    """About four characters per token: cheap, and deliberately on the safe side."""
+    return sum(len(text) for text in texts) // 4 + 1
+
+
+def needs_compaction(system: str, history: list[Message], user: Message, window: int) -> bool:
+    texts = [system, user.text, *(m.text for m in history)]
+    return len(history) > 2 and estimate_tokens(texts) > COMPACT_AT * window
+
+
+def kept_count(history: list[Message], window: int) -> int:
+    """How many recent messages to keep verbatim: what fits in KEEP_SHARE of the window,
+    starting at a user turn so roles still alternate after the summary."""
+    budget = KEEP_SHARE * window
+    used = 0
+    kept = 0
+    for message in reversed(history):
+        used += estimate_tokens([message.text])
+        if used > budget:
+            break
+        kept += 1
+    while kept > 0 and history[-kept].role != "user":
+        kept -= 1
+    return min(kept, len(history) - 1)
+
+
+def _transcript(messages: list[Message]) -> str:
+    return "\n\n".join(f"{m.role.upper()}: {m.text}" for m in messages)
+
+
+def summarize(
+    provider: Provider, model: str, messages: list[Message], abort: threading.Event
+) -> str | None:
+    """The model's summary of ``messages``, or None if it could not write one."""
+    request = ProviderRequest(SUMMARY_SYSTEM, (Message("user", _transcript(messages)),), (), model)
+    parts: list[str] = []
+    for event in provider.stream(request, abort):
+        if isinstance(event, TextDelta):
+            parts.append(event.text)
+        elif isinstance(event, ProviderError):
+            log.warning("compaction failed: %s", event.message)
+            return None
+    summary = "".join(parts).strip()
+    return summary or None
