@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from iris_runtime.errors import IrisError, NotFound
 log = logging.getLogger(__name__)
 
 JOBS_DIR = "bridge-jobs"
+FINISHED_CACHE_SIZE = 64
+TAIL_BYTES = 64 * 1024
 
 Event = dict[str, Any]
 
@@ -77,6 +80,7 @@ class JobStore:
     def __init__(self, data_dir: Path) -> None:
         self.directory = data_dir / JOBS_DIR
         self._live: dict[str, Job] = {}
+        self._finished_cache: OrderedDict[str, list[Event]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _path(self, request_id: str) -> Path:
@@ -102,26 +106,46 @@ class JobStore:
             self._live.pop(job.request_id, None)
 
     def read(self, request_id: str, since: int = 0) -> tuple[list[Event], bool]:
-        """Events with ``seq > since`` from disk, and whether the job has ended."""
+        """Events with ``seq > since``, and whether the job has ended. A running job is
+        answered from memory, a finished one from disk (cached: finished logs never change)."""
         path = self._path(request_id)
+        with self._lock:
+            live = self._live.get(request_id)
+            cached = self._finished_cache.get(request_id)
+        if live is not None:
+            everything = list(live.events)
+        elif cached is not None:
+            everything = cached
+        else:
+            everything = self._load(path, request_id)
+        done = bool(everything) and everything[-1].get("type") in TERMINAL_TYPES
+        # seq is 1-based and dense, so the events after ``since`` are a slice.
+        return everything[since:] if since >= 0 else everything, done
+
+    def _load(self, path: Path, request_id: str) -> list[Event]:
         try:
             raw = path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             raise NotFound(f"no bridge job {request_id!r}", code="unknown_job") from None
-        everything = _parse(raw, path)
-        done = any(e.get("type") in TERMINAL_TYPES for e in everything)
-        return [e for e in everything if e.get("seq", 0) > since], done
+        events = _parse(raw, path)
+        if events and events[-1].get("type") in TERMINAL_TYPES:
+            with self._lock:
+                self._finished_cache[request_id] = events
+                while len(self._finished_cache) > FINISHED_CACHE_SIZE:
+                    self._finished_cache.popitem(last=False)
+        return events
 
     def interrupt_unfinished(self) -> int:
         """Close the logs of requests a previous process left running: nobody will finish them,
         and a polling caller deserves an explicit error rather than silence."""
         count = 0
+        with self._lock:
+            live = set(self._live)
         for path in self.directory.glob("*.jsonl"):
-            events = _parse(path.read_text(encoding="utf-8", errors="replace"), path)
-            if events and events[-1].get("type") in TERMINAL_TYPES:
+            if path.stem in live or _last_event_type(path) in TERMINAL_TYPES:
                 continue
             job = Job(path.stem, path)
-            job.events = events
+            job.events = _parse(path.read_text(encoding="utf-8", errors="replace"), path)
             job.append(
                 "error",
                 error="the agent restarted before this request finished",
@@ -145,6 +169,19 @@ class JobStore:
             except FileNotFoundError:
                 continue
         return removed
+
+
+def _last_event_type(path: Path) -> str | None:
+    """The type of a log's last event, reading only its tail (logs can be long)."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - TAIL_BYTES))
+            tail = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    events = _parse(tail.splitlines()[-1] if tail.strip() else "", path)
+    return str(events[-1].get("type")) if events else None
 
 
 def _parse(raw: str, path: Path) -> list[Event]:

@@ -27,6 +27,8 @@ TERMINAL_TYPES = frozenset({"final", "error"})
 REQUEST_FIELDS = frozenset({"text", "conversationKey", "requestId", "origin"})
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MAX_ORIGIN_CHARS = 500
+# Sessions of requests that named no conversation: one each, swept with the job logs.
+ONE_OFF_PREFIX = "bridge-oneoff-"
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def parse_request(body: dict[str, Any]) -> BridgeRequest:
 def conversation_session(conversation_key: str | None, request_id: str) -> str:
     """The sub-agent session id that a conversation key maps to (stable, filesystem-safe)."""
     if conversation_key is None:
-        return f"bridge-{request_id}"
+        return f"{ONE_OFF_PREFIX}{request_id}"
     if (
         len(conversation_key) <= 120
         and _TOKEN.fullmatch(conversation_key)

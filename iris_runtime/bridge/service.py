@@ -8,15 +8,18 @@ requests from one origin continue one context.
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
+import time
 import uuid
 
 from iris_runtime.bridge.jobs import Job, JobStore
-from iris_runtime.bridge.protocol import BridgeRequest, conversation_session
+from iris_runtime.bridge.protocol import ONE_OFF_PREFIX, BridgeRequest, conversation_session
 from iris_runtime.bridge.transport import BridgeTransport
 from iris_runtime.config import Settings
-from iris_runtime.engine.channels import session_channel
+from iris_runtime.engine.channels import SESSION_PREFIX, session_channel
 from iris_runtime.engine.runs import RunResult
+from iris_runtime.engine.sessions import LOG_NAME
 from iris_runtime.engine.transport import TransportEvent, clip_status
 from iris_runtime.engine.usage import usage_to_json
 from iris_runtime.errors import IrisError
@@ -35,28 +38,38 @@ class BridgeService:
         self._stop = threading.Event()
 
     def start(self) -> None:
-        """Close logs a previous process left open, then sweep old logs now and hourly."""
-        if self.jobs.directory.exists():
-            interrupted = self.jobs.interrupt_unfinished()
-            if interrupted:
-                log.warning("marked %d unfinished bridge request(s) as interrupted", interrupted)
-        threading.Thread(
-            target=self._sweep_forever, name="iris-bridge-sweeper", daemon=True
-        ).start()
+        """Tidy up in the background: close logs a previous process left open, then sweep old
+        logs now and hourly. Nothing here delays the first request."""
+        threading.Thread(target=self._housekeeping, name="iris-bridge-sweeper", daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _sweep_forever(self) -> None:
+    def _housekeeping(self) -> None:
+        if self.jobs.directory.exists():
+            interrupted = self.jobs.interrupt_unfinished()
+            if interrupted:
+                log.warning("marked %d unfinished bridge request(s) as interrupted", interrupted)
         while True:
             try:
-                removed = self.jobs.sweep(self.settings.bridge_job_retention_seconds)
-                if removed:
-                    log.info("retention sweep removed %d bridge job log(s)", removed)
+                self._sweep()
             except OSError:
-                log.exception("bridge job sweep failed")
+                log.exception("bridge retention sweep failed")
             if self._stop.wait(SWEEP_INTERVAL_SECONDS):
                 return
+
+    def _sweep(self) -> None:
+        max_age = self.settings.bridge_job_retention_seconds
+        removed = self.jobs.sweep(max_age)
+        # Requests without a conversation key each had a one-off session; they go too.
+        cutoff = time.time() - max_age
+        for folder in self.settings.data_dir.glob(f"{SESSION_PREFIX}{ONE_OFF_PREFIX}*"):
+            log_file = folder / LOG_NAME
+            if folder.is_dir() and (not log_file.exists() or log_file.stat().st_mtime < cutoff):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed += 1
+        if removed:
+            log.info("retention sweep removed %d bridge job log(s) and one-off sessions", removed)
 
     def handle(self, request: BridgeRequest) -> Job:
         """Accept a request: its job exists (and is logged) before this returns."""
