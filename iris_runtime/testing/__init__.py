@@ -4,6 +4,8 @@
   tool calls, pauses, errors) — the stand-in for an LLM API in tests.
 - :mod:`iris_runtime.testing.server`: start a real ``iris serve`` (gunicorn) on a free loopback
   port and talk to it.
+- :mod:`iris_runtime.testing.fake_llm`: wire-level fakes of the Anthropic Messages and OpenAI
+  Chat Completions APIs on loopback, scripted per test, for the real SDKs to talk to.
 - :mod:`iris_runtime.testing.fixtures`: pytest fixtures over those (loaded automatically through
   the ``pytest11`` entry point).
 """
