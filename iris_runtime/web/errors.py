@@ -12,10 +12,10 @@ from iris_runtime.errors import IrisError
 log = logging.getLogger(__name__)
 
 
-def error_response(message: str, code: str, status: int, **extra: object) -> Response:
+def error_response(message: str, code: str, http_status: int, **extra: object) -> Response:
     response = jsonify({"error": message, "code": code, **extra})
-    response.status_code = status
-    if status == 401:
+    response.status_code = http_status
+    if http_status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="iris"'
     return response
 

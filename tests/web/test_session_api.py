@@ -237,3 +237,19 @@ def test_sigterm_resolves_a_pending_message_and_exits_cleanly(
     reply = pending(5)
     assert reply.status == 200 and reply.json()["text"] == "so far"
     assert "so far" in (server.data_dir / "SESSION-t1" / "log.jsonl").read_text()
+
+
+def test_a_failed_run_is_a_502_that_still_carries_its_text(
+    start_iris: Start, write_script: WriteScript
+) -> None:
+    server = scripted(
+        start_iris,
+        write_script,
+        [{"when": "break", "turns": [[{"text": "started"}, {"error": "upstream exploded"}]]}],
+    )
+    reply = server.post("/sessions/f1/message", json_body={"text": "break it"})
+    assert reply.status == 502
+    body = reply.json()
+    assert body["code"] == "run_failed" and body["status"] == "failed"
+    assert body["error"] == "upstream exploded"
+    assert body["text"] == "started\n\n(run failed: upstream exploded)"
