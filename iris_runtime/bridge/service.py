@@ -94,12 +94,13 @@ class BridgeService:
         return job
 
     def _finish(self, job: Job, result: RunResult) -> None:
-        if result.status == "cancelled":
+        if result.status == "cancelled" or result.error_code == "shutting_down":
             job.append(
                 "error",
-                error=result.error or "cancelled",
+                error=f"the agent shut down before finishing: {result.error or 'cancelled'}",
                 code="shutting_down",
                 requestId=job.request_id,
+                text=result.text,
             )
         else:
             job.append(

@@ -7,7 +7,7 @@ import logging
 import threading
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from iris_runtime.config import Settings
@@ -235,6 +235,11 @@ class Engine:
             self._safe_log_reply(run, result)
         finally:
             self._finish(run)
+        if result.status == "stopped" and self._stopping:
+            # Not a user's stop: say so, so callers (a bridge client) can tell the difference.
+            result = replace(
+                result, error="Iris shut down during this run", error_code="shutting_down"
+            )
         run.ticket.resolve(result)
 
     def _run(self, run: Run) -> RunResult:
