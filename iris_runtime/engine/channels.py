@@ -7,6 +7,7 @@ inside the data dir, so a hostile id can never escape it.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -79,9 +80,15 @@ def _inside(base: Path, candidate: Path) -> Path:
     return resolved
 
 
+@functools.lru_cache(maxsize=4096)
+def _channel_dir(data_dir: Path, channel_id: str) -> Path:
+    # Resolving walks the filesystem; a run asks for its channel's folder several times.
+    return _inside(data_dir, data_dir / validate_channel_id(channel_id))
+
+
 def resolve_channel_dir(data_dir: Path, channel_id: str, *, create: bool = False) -> Path:
     """The folder that holds one channel's log and attachments."""
-    directory = _inside(data_dir, data_dir / validate_channel_id(channel_id))
+    directory = _channel_dir(data_dir, channel_id)
     if create:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     return directory

@@ -13,6 +13,9 @@ from iris_runtime.engine.provider import ToolCall, ToolSpec
 
 log = logging.getLogger(__name__)
 
+# The key under which a provider passes tool arguments it could not parse as JSON.
+RAW_ARGUMENTS = "_raw_arguments"
+
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "integer": (int,),
@@ -104,6 +107,9 @@ class ToolRegistry:
             return ToolResult(f"unknown tool {call.name!r}", is_error=True)
         if not isinstance(call.arguments, dict):
             return ToolResult("tool arguments must be a JSON object", is_error=True)
+        if RAW_ARGUMENTS in call.arguments:  # providers mark arguments that were not valid JSON
+            raw = str(call.arguments[RAW_ARGUMENTS])[:200]
+            return ToolResult(f"{call.name}: the arguments were not valid JSON: {raw}", True)
         problem = _check_arguments(tool, call.arguments)
         if problem:
             return ToolResult(f"{call.name}: {problem}", is_error=True)

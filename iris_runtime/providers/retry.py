@@ -1,4 +1,5 @@
-"""The call machinery shared by the network providers: retries, the stream relay, failures.
+"""The call machinery shared by the network providers: retries, the stream relay, failures and
+:class:`RetryingProvider`, the common shape of a provider.
 
 Both SDK clients are created with ``max_retries=0``: every retry happens here, so each wait is
 visible to the user as a :class:`Notice` and interruptible by ``abort``.
@@ -25,14 +26,22 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Generator, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar
 
-from iris_runtime.engine.provider import Notice, ProviderError, ProviderEvent
+import httpx2
+
+from iris_runtime.config import Settings
+from iris_runtime.engine.provider import Notice, ProviderError, ProviderEvent, ProviderRequest
+from iris_runtime.engine.tools import RAW_ARGUMENTS
+from iris_runtime.errors import ConfigError
+from iris_runtime.providers.keys import ClientCache, KeyResolver, missing_key
+from iris_runtime.providers.models import ModelInfo, resolve_model
 
 log = logging.getLogger(__name__)
 
+CONNECT_TIMEOUT = 10.0
 BASE_DELAY = 1.0
 MAX_DELAY = 30.0
 # A server asking for a longer pause than this is saying "not now": give up instead of
@@ -43,7 +52,7 @@ POLL_SECONDS = 0.05
 # that only ever sends keep-alives.
 STALL_GRACE = 2.0
 DETAIL_MAX_CHARS = 300
-RAW_ARGUMENTS_KEY = "_raw_arguments"
+RAW_ARGUMENTS_KEY = RAW_ARGUMENTS  # the engine reports these to the model
 # Error types (Anthropic's and OpenAI's) of an in-stream error that a new request may not hit.
 TRANSIENT_ERROR_TYPES = frozenset(
     {"overloaded_error", "api_error", "rate_limit_error", "server_error", "rate_limit_exceeded"}
@@ -85,7 +94,7 @@ class RetryPolicy:
         """Seconds to wait before retry number ``retry`` (0-based)."""
         if retry_after is not None:
             return max(0.0, retry_after)
-        return self.random() * min(self.cap, self.base * 2**retry)
+        return self.random() * min(self.cap, self.base * 2.0**retry)
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
@@ -120,7 +129,12 @@ def _clip(text: str) -> str:
 
 
 def status_failure(
-    status: int, detail: str, headers: Mapping[str, str] | None, *, key_source: str
+    status: int,
+    detail: str,
+    headers: Mapping[str, str] | None,
+    *,
+    key_source: str,
+    error_type: str | None = None,
 ) -> Failure:
     """An HTTP error response before any stream."""
     detail = _clip(detail)
@@ -128,8 +142,8 @@ def status_failure(
         return Failure(f"authentication failed (401): check {key_source}", False, detail)
     if status == 403:
         return Failure("permission denied (403)", False, detail)
-    if status == 529 or "overloaded" in detail.lower():
-        reason, retryable = f"overloaded ({status})", status >= 500 or status == 429
+    if status == 529 or (status >= 500 and error_type == "overloaded_error"):
+        reason, retryable = f"overloaded ({status})", True
     elif status == 429:
         reason, retryable = "rate limited (429)", True
     elif status >= 500 or status == 408:
@@ -149,12 +163,18 @@ def stream_error_failure(error_type: str | None, detail: str) -> Failure:
     return Failure(f"{reason} (in stream)", retryable, _clip(detail))
 
 
-def connection_failure(exc: BaseException, *, timed_out: bool, timeout: float) -> Failure:
-    if timed_out:
-        return Failure(f"no data for {timeout:g}s (stream stalled or timed out)", True)
-    root = exc.__cause__ or exc
+def connection_failure(exc: BaseException, *, timeout: float) -> Failure:
+    """A transport failure. The SDKs wrap the httpx2 error they hit (as ``__cause__``), except
+    inside a stream, where it surfaces as is."""
+    root = exc if isinstance(exc, httpx2.HTTPError) else exc.__cause__ or exc
+    if isinstance(root, httpx2.ConnectTimeout):
+        return Failure(f"could not connect within {CONNECT_TIMEOUT:g}s", True)
+    if isinstance(root, httpx2.TimeoutException):
+        return Failure(f"no data for {timeout:g}s (stream stalled)", True)
     text = str(root)
-    return Failure("connection error", True, _clip(f"{type(root).__name__}: {text}" if text else ""))
+    return Failure(
+        "connection error", True, _clip(f"{type(root).__name__}: {text}" if text else "")
+    )
 
 
 def parse_arguments(raw: str) -> dict[str, Any]:
@@ -174,7 +194,7 @@ def parse_arguments(raw: str) -> dict[str, Any]:
 
 
 def relay(
-    produce: Callable[[], Iterator[Item]],
+    produce: Callable[[], Generator[Item, None, None]],
     abort: threading.Event,
     stall_seconds: float,
     *,
@@ -249,8 +269,9 @@ def run_with_retries(
         if failure is None or abort.is_set():
             return
         if produced:
-            yield ProviderError(f"{provider}: stream failed after partial output: "
-                                f"{failure.describe()}")
+            yield ProviderError(
+                f"{provider}: stream failed after partial output: {failure.describe()}"
+            )
             return
         if not failure.retryable:
             yield ProviderError(f"{provider}: {failure.describe()}")
@@ -267,3 +288,67 @@ def run_with_retries(
         yield Notice(f"retrying in {_seconds(delay)}: {failure.reason}")
         if policy.sleep(delay, abort):
             return
+
+
+ClientT = TypeVar("ClientT")
+CallT = TypeVar("CallT")
+
+
+class RetryingProvider(Generic[ClientT, CallT]):
+    """A provider over an SDK: key check, model lookup, one client per key, and attempts run
+    through :func:`relay` and :func:`run_with_retries`. Subclasses build the SDK client and the
+    call, and run one attempt, yielding events and at most one :class:`Failure`."""
+
+    name = ""
+
+    def __init__(
+        self,
+        settings: Settings,
+        model: ModelInfo,
+        key: KeyResolver,
+        base_url: str,
+        retry_policy: RetryPolicy | None = None,
+    ) -> None:
+        self.settings = settings
+        self.model = model
+        self.context_window = model.context_window  # the engine compacts history to fit
+        self.key = key
+        self.base_url = base_url
+        self.timeout = settings.provider_stream_timeout_seconds
+        self.retry_policy = retry_policy or RetryPolicy(settings.provider_max_retries)
+        self._models = {model.id: model}
+        self._clients = ClientCache(self.new_client)
+
+    def stream(self, request: ProviderRequest, abort: threading.Event) -> Iterator[ProviderEvent]:
+        key = self.key()
+        if key is None:
+            yield missing_key(self.name, self.key)
+            return
+        try:
+            call = self.prepare(request, self.model_for(request))
+        except ConfigError as exc:
+            yield ProviderError(f"{self.name}: {exc.message}")
+            return
+        client = self._clients.get(key)
+
+        def attempt() -> Iterator[Item]:
+            return relay(lambda: self.attempt(client, call), abort, self.timeout)
+
+        yield from run_with_retries(self.name, attempt, self.retry_policy, abort)
+
+    def model_for(self, request: ProviderRequest) -> ModelInfo:
+        """The resolved model, or the one a request names (resolved once, by the same rules)."""
+        name = request.model or self.model.id
+        if name not in self._models:
+            settings = replace(self.settings, model=name)
+            self._models[name] = resolve_model(settings, self.name, self.base_url)
+        return self._models[name]
+
+    def new_client(self, key: str) -> ClientT:
+        raise NotImplementedError
+
+    def prepare(self, request: ProviderRequest, model: ModelInfo) -> CallT:
+        raise NotImplementedError
+
+    def attempt(self, client: ClientT, call: CallT) -> Generator[Item, None, None]:
+        raise NotImplementedError
