@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import click
 
 from iris_runtime.cli.common import listen_ports, plugin_host, port_problem
-from iris_runtime.config import Settings
+from iris_runtime.config import Settings, mask
 from iris_runtime.errors import ConfigError
 
 
@@ -65,6 +65,7 @@ def _plugin_checks(settings: Settings) -> list[Check]:
                 f"{settings.provider!r} is not installed (known: {', '.join(sorted(providers))})",
             )
         )
+    checks.extend(_model_checks(settings))
     sandboxes = sorted(host.sandboxes())
     status = "ok" if settings.sandbox in sandboxes else "fail"
     checks.append(
@@ -72,6 +73,32 @@ def _plugin_checks(settings: Settings) -> list[Check]:
     )
     backends = sorted(host.secret_backends())
     checks.append(Check("secret_backends", "ok", ", ".join(backends) or "none installed"))
+    return checks
+
+
+KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def _model_checks(settings: Settings) -> list[Check]:
+    """The model resolves in the table, and the provider's key is present (masked)."""
+    variable = KEY_VARIABLES.get(settings.provider)
+    if variable is None:
+        return []
+    from iris_runtime.providers.models import is_local_url, resolve_model
+
+    base_url = settings.env.get("IRIS_OPENAI_BASE_URL") or settings.env.get("OPENAI_BASE_URL")
+    local = settings.provider == "openai" and is_local_url(base_url)
+    checks = []
+    try:
+        info = resolve_model(settings, settings.provider, base_url)
+        checks.append(Check("model", "ok", f"{info.id} (context {info.context_window:,})"))
+    except ConfigError as exc:
+        checks.append(Check("model", "fail", exc.message))
+    key = settings.env.get(variable, "")
+    if key:
+        checks.append(Check("api_key", "ok", f"{variable} {mask(key)}"))
+    elif not local:
+        checks.append(Check("api_key", "warn", f"{variable} is not set; runs will fail"))
     return checks
 
 

@@ -101,6 +101,8 @@ def check_startup(settings: Settings) -> None:
         raise click.ClickException(f"plugins failed to load:\n{lines}")
     try:
         check_selection(settings, host)
+        # Building the provider resolves its model: an unknown one stops here, not in a worker.
+        host.providers()[settings.provider](settings)
     except ConfigError as exc:
         raise click.ClickException(exc.message) from None
 

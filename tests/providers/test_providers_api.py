@@ -248,3 +248,20 @@ def test_openai_official_shape(start_iris: Start, openai_fake: FakeOpenAI) -> No
     assert body["text"] == "official hello"
     assert body["usage"]["costUsd"] == pytest.approx((2000 * 0.4 + 100 * 1.6) / 1e6)
     assert openai_fake.requests[0]["body"]["stream_options"] == {"include_usage": True}
+
+
+def test_an_unknown_model_stops_serve_and_doctor_says_why(tmp_path: Path) -> None:
+    from iris_runtime.testing.server import clean_environment, free_port, run_iris
+
+    env = clean_environment(
+        IRIS_DATA_DIR=str(tmp_path / "d"),
+        IRIS_PROVIDER="openai",
+        IRIS_MODEL="gpt-nonexistent",
+        IRIS_API_PORT=str(free_port()),
+    )
+    served = run_iris("serve", env=env, timeout=60)
+    assert served.returncode != 0
+    assert "unknown model 'gpt-nonexistent'" in served.stderr and "Traceback" not in served.stderr
+    doctor = run_iris("doctor", "--json", env=env)
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert checks["model"]["status"] == "fail" and checks["api_key"]["status"] == "warn"
