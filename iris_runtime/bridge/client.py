@@ -68,8 +68,9 @@ class BridgeCall:
 class _Progress:
     """The last event seen and when anything last arrived (silence is what times out)."""
 
-    def __init__(self, call: BridgeCall) -> None:
+    def __init__(self, call: BridgeCall, request_id: str) -> None:
         self.call = call
+        self.request_id = request_id
         self.seq = 0
         self.last_event = time.monotonic()
         self.started = time.monotonic()
@@ -82,6 +83,9 @@ class _Progress:
 
     def alive(self) -> None:
         self.last_event = time.monotonic()
+
+    def past_deadline(self) -> bool:
+        return time.monotonic() - self.started > self.call.deadline
 
     def expired(self) -> str | None:
         now = time.monotonic()
@@ -112,10 +116,21 @@ def _terminal(event: dict[str, Any], request_id: str, call: BridgeCall) -> Bridg
 
 
 def _lines(response: requests.Response, progress: _Progress) -> Iterator[dict[str, Any]]:
+    """Parsed lines of a live stream. Heartbeats count as life here (a long tool call may
+    report nothing for a while); only the overall deadline ends a stream that keeps beating."""
     for raw in response.iter_lines(chunk_size=65536):
         if progress.aborted():
             return
         progress.alive()
+        if progress.past_deadline():
+            call, request_id = progress.call, progress.request_id
+            raise BridgeError(
+                f"gave up waiting for {call.agent} (request {request_id}): the overall deadline "
+                f"of {call.deadline:.0f}s passed. The reply may still arrive in the agent's job "
+                f"log: `iris bridge recover {call.agent} {request_id}`",
+                code="bridge_timeout",
+                request_id=request_id,
+            )
         if not raw:
             continue
         try:
@@ -186,7 +201,7 @@ def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None)
     if call.origin:
         body["origin"] = call.origin
     http = session or requests.Session()
-    progress = _Progress(call)
+    progress = _Progress(call, request_id)
     try:
         response = http.post(
             f"{call.bridge_url.rstrip('/')}/bridge",

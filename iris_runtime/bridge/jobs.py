@@ -135,14 +135,17 @@ class JobStore:
                     self._finished_cache.popitem(last=False)
         return events
 
-    def interrupt_unfinished(self) -> int:
+    def existing(self) -> list[Path]:
+        """The job logs on disk now (taken before any new request is accepted)."""
+        return sorted(self.directory.glob("*.jsonl")) if self.directory.exists() else []
+
+    def interrupt_unfinished(self, paths: list[Path] | None = None) -> int:
         """Close the logs of requests a previous process left running: nobody will finish them,
-        and a polling caller deserves an explicit error rather than silence."""
+        and a polling caller deserves an explicit error rather than silence. Only ``paths`` (by
+        default, what is on disk now) are considered, so a request accepted meanwhile is safe."""
         count = 0
-        with self._lock:
-            live = set(self._live)
-        for path in self.directory.glob("*.jsonl"):
-            if path.stem in live or _last_event_type(path) in TERMINAL_TYPES:
+        for path in self.existing() if paths is None else paths:
+            if _last_event_type(path) in TERMINAL_TYPES:
                 continue
             job = Job(path.stem, path)
             job.events = _parse(path.read_text(encoding="utf-8", errors="replace"), path)

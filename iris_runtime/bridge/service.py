@@ -12,6 +12,7 @@ import shutil
 import threading
 import time
 import uuid
+from pathlib import Path
 
 from iris_runtime.bridge.jobs import Job, JobStore
 from iris_runtime.bridge.protocol import ONE_OFF_PREFIX, BridgeRequest, conversation_session
@@ -40,14 +41,18 @@ class BridgeService:
     def start(self) -> None:
         """Tidy up in the background: close logs a previous process left open, then sweep old
         logs now and hourly. Nothing here delays the first request."""
-        threading.Thread(target=self._housekeeping, name="iris-bridge-sweeper", daemon=True).start()
+        # Listed now, before any request is accepted: only these can be a previous run's leftovers.
+        leftovers = self.jobs.existing()
+        threading.Thread(
+            target=self._housekeeping, args=(leftovers,), name="iris-bridge-sweeper", daemon=True
+        ).start()
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _housekeeping(self) -> None:
-        if self.jobs.directory.exists():
-            interrupted = self.jobs.interrupt_unfinished()
+    def _housekeeping(self, leftovers: list[Path]) -> None:
+        if leftovers:
+            interrupted = self.jobs.interrupt_unfinished(leftovers)
             if interrupted:
                 log.warning("marked %d unfinished bridge request(s) as interrupted", interrupted)
         while True:

@@ -333,3 +333,28 @@ def test_stopping_a_routed_turn_returns_promptly(
     assert time.monotonic() - started < 5  # well before the 30 s heartbeat
     reply = box[0]
     assert reply.status == 200 and reply.json()["status"] == "stopped"  # type: ignore[attr-defined]
+
+
+def test_the_overall_deadline_ends_a_stream_that_keeps_beating(start_subagent: StartSub) -> None:
+    import time
+
+    import pytest
+
+    from iris_runtime.bridge.client import BridgeCall, BridgeError, call_agent_bridge
+
+    sub = start_subagent(rules=[{"when": "forever", "turns": [[{"sleep": 30}]]}])
+    started = time.monotonic()
+    with pytest.raises(BridgeError) as info:
+        call_agent_bridge(
+            BridgeCall(
+                sub.bridge_url,
+                "forever",
+                idle_timeout=60,
+                deadline=2,
+                request_id="r-deadline",
+                agent="helper",
+            )
+        )
+    assert time.monotonic() - started < 6
+    assert info.value.code == "bridge_timeout"
+    assert "r-deadline" in info.value.message and "iris bridge recover helper" in info.value.message
