@@ -187,3 +187,28 @@ def test_silent_replies_are_not_sent(
     result = engine.submit(transport, TransportEvent("rec-q2", "quiet please")).wait(10)
     assert result.text == ""
     assert not [c for c in transport.contexts[-1].calls if c[0] == "respond"]
+
+
+def test_unknown_tools_and_unparseable_arguments_become_error_results(
+    engine: Engine, transport: RecordingTransport, script: Script
+) -> None:
+    script(
+        [
+            {
+                "when": "odd",
+                "turns": [
+                    [
+                        {"tool": "teleport", "args": {"where": "mars"}, "id": "a"},
+                        {"tool": "bash", "args": {"_raw_arguments": '{"command": '}, "id": "b"},
+                    ],
+                    [{"text": "recovered"}],
+                ],
+            }
+        ]
+    )
+    result = engine.submit(transport, TransportEvent("rec-odd", "odd tools")).wait(10)
+    assert result.status == "done" and result.text == "recovered"
+    ends = [c[1] for c in transport.contexts[-1].calls if c[0] == "tool" and c[1].phase == "end"]
+    assert [(e.name, e.is_error) for e in ends] == [("teleport", True), ("bash", True)]
+    assert "unknown tool 'teleport'" in (ends[0].result or "")
+    assert "not valid JSON" in (ends[1].result or "")
