@@ -26,6 +26,7 @@ import queue
 import random
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
@@ -294,7 +295,7 @@ ClientT = TypeVar("ClientT")
 CallT = TypeVar("CallT")
 
 
-class RetryingProvider(Generic[ClientT, CallT]):
+class RetryingProvider(ABC, Generic[ClientT, CallT]):
     """A provider over an SDK: key check, model lookup, one client per key, and attempts run
     through :func:`relay` and :func:`run_with_retries`. Subclasses build the SDK client and the
     call, and run one attempt, yielding events and at most one :class:`Failure`."""
@@ -344,11 +345,14 @@ class RetryingProvider(Generic[ClientT, CallT]):
             self._models[name] = resolve_model(settings, self.name, self.base_url)
         return self._models[name]
 
+    @abstractmethod
     def new_client(self, key: str) -> ClientT:
-        raise NotImplementedError
+        """An SDK client for ``key`` (with the SDK's own retries off)."""
 
+    @abstractmethod
     def prepare(self, request: ProviderRequest, model: ModelInfo) -> CallT:
-        raise NotImplementedError
+        """The wire request for ``request``, built once and reused by every attempt."""
 
+    @abstractmethod
     def attempt(self, client: ClientT, call: CallT) -> Generator[Item, None, None]:
-        raise NotImplementedError
+        """One try: the events of the response, or a Failure that decides about retrying."""

@@ -40,6 +40,7 @@ import string
 import sys
 import threading
 import traceback
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -397,7 +398,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class FakeLLMServer:
+class FakeLLMServer(ABC):
     """Base of :class:`FakeAnthropic` and :class:`FakeOpenAI`: the server, the reply queue and the
     request log. Subclasses implement :meth:`handle`."""
 
@@ -444,8 +445,9 @@ class FakeLLMServer:
         with self._lock:
             self.requests.append(entry)
 
+    @abstractmethod
     def handle(self, exchange: Exchange) -> None:
-        raise NotImplementedError
+        """Answer one request, as the API being faked would."""
 
     # --- lifecycle
 
