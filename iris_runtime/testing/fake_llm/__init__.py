@@ -26,7 +26,6 @@ from iris_runtime.testing.fake_llm.openai import FakeOpenAI
 from iris_runtime.testing.fake_llm.script import (
     Disconnect,
     Fail,
-    FakeLLMServer,
     MidStreamError,
     Reply,
     Stall,
@@ -36,6 +35,7 @@ from iris_runtime.testing.fake_llm.script import (
     ToolCall,
     Usage,
 )
+from iris_runtime.testing.fake_llm.server import FakeLLMServer
 
 __all__ = [
     "Disconnect",

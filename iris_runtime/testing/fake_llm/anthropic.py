@@ -44,9 +44,7 @@ from typing import Any
 from iris_runtime.testing.fake_llm.script import (
     OPENAI_TO_ANTHROPIC_STOP,
     Disconnect,
-    Exchange,
     Fail,
-    FakeLLMServer,
     MidStreamError,
     Reply,
     Stall,
@@ -54,6 +52,10 @@ from iris_runtime.testing.fake_llm.script import (
     Thinking,
     ToolCall,
     Usage,
+)
+from iris_runtime.testing.fake_llm.server import (
+    Exchange,
+    FakeLLMServer,
     compact_json,
     pieces,
     random_id,

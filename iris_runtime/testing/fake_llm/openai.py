@@ -52,9 +52,7 @@ from typing import Any
 from iris_runtime.testing.fake_llm.script import (
     ANTHROPIC_TO_OPENAI_STOP,
     Disconnect,
-    Exchange,
     Fail,
-    FakeLLMServer,
     MidStreamError,
     Reply,
     Stall,
@@ -62,6 +60,10 @@ from iris_runtime.testing.fake_llm.script import (
     Thinking,
     ToolCall,
     Usage,
+)
+from iris_runtime.testing.fake_llm.server import (
+    Exchange,
+    FakeLLMServer,
     compact_json,
     pieces,
     random_id,

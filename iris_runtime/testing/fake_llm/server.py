@@ -1,0 +1,328 @@
+"""The HTTP plumbing both fakes share.
+
+:class:`FakeLLMServer` is a ``ThreadingHTTPServer`` on a free 127.0.0.1 port, HTTP/1.1 with
+keep-alive, ``Content-Length`` bodies for plain responses and chunked transfer encoding for
+streams (so a ``Disconnect`` is an *incomplete* body to the client, not a clean end). It records
+requests and serves scripted replies in order. ``stop()`` stops accepting, shuts down every open
+connection (waking any ``Stall``), joins every thread and closes every socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import socket
+import string
+import sys
+import threading
+import traceback
+from abc import ABC, abstractmethod
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, ClassVar, Self
+
+from iris_runtime.testing.fake_llm.script import DEFAULT_REPLY, Fail, Reply
+
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def random_id(prefix: str, length: int = 24) -> str:
+    """``prefix`` + ``length`` random base62 characters (the shape of both APIs' ids)."""
+    return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(length))
+
+
+def pieces(text: str, count: int = 3) -> list[str]:
+    """``text`` cut into at most ``count`` non-empty pieces of about equal size."""
+    if not text:
+        return []
+    size = max(1, -(-len(text) // count))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def compact_json(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+# --- HTTP plumbing -------------------------------------------------------------------------------
+
+
+class Abort(Exception):
+    """Unwinds a response that must end now (disconnect, client gone, server stopping)."""
+
+
+class Exchange:
+    """One request and the means to answer it, handed to :meth:`FakeLLMServer.handle`."""
+
+    def __init__(self, handler: _Handler, raw_body: bytes) -> None:
+        self._handler = handler
+        self._stopping = handler.server.stopping
+        self.method = handler.command
+        self.path = handler.path.split("?", 1)[0]
+        self.headers = {key.lower(): value for key, value in handler.headers.items()}
+        self.raw_body = raw_body
+        try:
+            self.body: Any = json.loads(raw_body) if raw_body else None
+        except ValueError:
+            self.body = None
+        self.headers_sent = False
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self._handler.wfile.write(data)
+        except OSError as err:  # the client went away
+            raise Abort from err
+
+    def _head(self, status: int, headers: dict[str, str]) -> None:
+        handler = self._handler
+        handler.send_response(status)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        try:
+            handler.end_headers()
+        except OSError as err:
+            raise Abort from err
+        self.headers_sent = True
+
+    def send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(payload).encode()
+        self._head(
+            status,
+            {
+                "Content-Type": "application/json",
+                "Content-Length": str(len(body)),
+                **(headers or {}),
+            },
+        )
+        self._write(body)
+
+    def begin_stream(self, headers: dict[str, str] | None = None) -> None:
+        """A 200 ``text/event-stream`` response with a chunked body."""
+        self._head(
+            200,
+            {
+                "Content-Type": "text/event-stream; charset=utf-8",
+                "Cache-Control": "no-cache",
+                "Transfer-Encoding": "chunked",
+                **(headers or {}),
+            },
+        )
+
+    def send_chunk(self, data: bytes) -> None:
+        if data:
+            self._write(b"%X\r\n%s\r\n" % (len(data), data))
+
+    def end_stream(self) -> None:
+        self._write(b"0\r\n\r\n")
+
+    def disconnect(self) -> None:
+        """Close the connection now (FIN, no final chunk) and unwind the response."""
+        self._handler.close_connection = True
+        with contextlib.suppress(OSError):
+            self._handler.connection.shutdown(socket.SHUT_RDWR)
+        raise Abort
+
+    def stall(self, seconds: float) -> None:
+        if self._stopping.wait(max(0.0, seconds)):
+            self._handler.close_connection = True
+            raise Abort
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True  # a safety net only: stop() joins every thread it started
+
+    def __init__(self, owner: FakeLLMServer) -> None:
+        self.owner = owner
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.connections: set[socket.socket] = set()
+        self.handler_threads: set[threading.Thread] = set()
+        self._count = 0
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # Real API servers send each SSE event at once; without this, Nagle's algorithm holds the
+        # last small write for a delayed ACK (~40 ms) and every call looks that much slower.
+        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self.lock:
+            self._count += 1
+            thread = threading.Thread(
+                target=self.process_request_thread,
+                args=(request, client_address),
+                name=f"{type(self.owner).__name__}-conn-{self._count}",
+                daemon=True,
+            )
+            self.connections.add(request)
+            self.handler_threads.add(thread)
+        thread.start()
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.lock:
+                self.connections.discard(request)
+                self.handler_threads.discard(threading.current_thread())
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Connection errors are the clients' business (timeouts, dropped streams); anything else is
+        # a bug in the fake, kept for the test to see.
+        if not isinstance(sys.exc_info()[1], OSError):
+            self.owner.errors.append(traceback.format_exc())
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_PUT(self) -> None:
+        self._dispatch()
+
+    def do_DELETE(self) -> None:
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        raw_body = self.rfile.read(length) if length > 0 else b""
+        exchange = Exchange(self, raw_body)
+        owner = self.server.owner
+        owner._record(exchange)
+        try:
+            owner.handle(exchange)
+        except Abort:
+            self.close_connection = True
+        except Exception as err:
+            owner.errors.append(traceback.format_exc())
+            self.close_connection = True
+            if not exchange.headers_sent:
+                message = f"fake server error: {type(err).__name__}: {err}"
+                with contextlib.suppress(Abort):
+                    exchange.send_json(500, {"error": {"type": "api_error", "message": message}})
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class FakeLLMServer(ABC):
+    """Base of :class:`FakeAnthropic` and :class:`FakeOpenAI`: the server, the reply queue and the
+    request log. Subclasses implement :meth:`handle`."""
+
+    base_path: ClassVar[str] = ""
+
+    def __init__(self, api_key: str = "test-key") -> None:
+        self.api_key = api_key
+        self.requests: list[dict[str, Any]] = []
+        """Every request received: ``method``, ``path``, ``headers`` (lowercased names) and
+        ``body`` (parsed JSON, or ``None``)."""
+        self.errors: list[str] = []
+        """Tracebacks of bugs inside the fake itself (a test may assert it stays empty)."""
+        self._queue: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- scripting
+
+    def enqueue(self, *replies: Reply | Fail) -> None:
+        """Queue replies, answered in order; a bare :class:`Fail` is ``Reply([fail])``. When the
+        queue is empty the answer is ``Reply([Text("ok")])``."""
+        wrapped = [reply if isinstance(reply, Reply) else Reply([reply]) for reply in replies]
+        with self._lock:
+            self._queue.extend(wrapped)
+
+    @property
+    def pending(self) -> int:
+        """How many queued replies have not been served yet."""
+        with self._lock:
+            return len(self._queue)
+
+    def next_reply(self) -> Reply:
+        with self._lock:
+            return self._queue.popleft() if self._queue else DEFAULT_REPLY
+
+    def _record(self, exchange: Exchange) -> None:
+        entry = {
+            "method": exchange.method,
+            "path": exchange.path,
+            "headers": dict(exchange.headers),
+            "body": exchange.body,
+        }
+        with self._lock:
+            self.requests.append(entry)
+
+    @abstractmethod
+    def handle(self, exchange: Exchange) -> None:
+        """Answer one request, as the API being faked would."""
+
+    # --- lifecycle
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        port: int = self._httpd.server_address[1]
+        return port
+
+    @property
+    def base_url(self) -> str:
+        """What to pass as the SDK's ``base_url``."""
+        return f"http://127.0.0.1:{self.port}{self.base_path}"
+
+    def start(self) -> Self:
+        if self._httpd is not None:
+            raise RuntimeError(f"{type(self).__name__} is already started")
+        httpd = _HTTPServer(self)
+        thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"{type(self).__name__}-server",
+            daemon=True,
+        )
+        self._httpd, self._thread = httpd, thread
+        thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop accepting, drop every open connection, join every thread, close every socket."""
+        httpd, thread = self._httpd, self._thread
+        if httpd is None or thread is None:
+            return
+        self._httpd = self._thread = None
+        httpd.stopping.set()
+        httpd.shutdown()
+        thread.join(timeout)
+        with httpd.lock:
+            connections = list(httpd.connections)
+            handlers = list(httpd.handler_threads)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        for handler in handlers:
+            handler.join(timeout)
+        httpd.server_close()
+        stuck = [t.name for t in [thread, *handlers] if t.is_alive()]
+        if stuck:
+            raise RuntimeError(f"{type(self).__name__}.stop(): threads still running: {stuck}")
+
+    def __enter__(self) -> Self:
+        if self._httpd is None:
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
