@@ -8,7 +8,7 @@ import click
 
 from iris_runtime.cli.common import load_settings
 from iris_runtime.engine.provider import Usage
-from iris_runtime.engine.sessions import LOG_NAME, SessionStore
+from iris_runtime.engine.sessions import LOG_NAME, SessionStore, usage_by_agent
 from iris_runtime.engine.usage import total, usage_to_json
 
 
@@ -35,7 +35,7 @@ def usage(as_json: bool) -> None:
     by_agent: dict[str, Usage] = {}
     for log in sorted(settings.data_dir.glob(f"*/{LOG_NAME}")):
         channel = log.parent.name
-        totals = store.usage_totals(channel)
+        totals = usage_by_agent(store.entries(channel))
         if not totals:
             continue
         by_channel[channel] = total(totals.values())

@@ -63,6 +63,25 @@ def replay(entries: list[dict[str, Any]]) -> list[Message]:
     return messages[-MAX_CONTEXT_MESSAGES:]
 
 
+def since_last_reset(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries from the last reset marker on (all of them when there is none)."""
+    for index in range(len(entries) - 1, -1, -1):
+        if entries[index].get("type") == "reset":
+            return entries[index:]
+    return entries
+
+
+def usage_by_agent(entries: list[dict[str, Any]]) -> dict[str, Usage]:
+    """Usage of the replies among ``entries``, summed per answering agent (``iris`` for Iris's
+    own model, a sub-agent's name for replies it gave)."""
+    totals: dict[str, Usage] = {}
+    for entry in entries:
+        if entry.get("type") == "message" and entry.get("role") == "assistant" and "usage" in entry:
+            who = str(entry.get("agent") or "iris")
+            totals[who] = totals.get(who, Usage()) + usage_from_json(entry["usage"])
+    return totals
+
+
 class SessionStore:
     def __init__(self, data_dir: Path) -> None:
         self._data_dir = data_dir
@@ -127,12 +146,9 @@ class SessionStore:
                 except json.JSONDecodeError:
                     log.warning("skipping unreadable line %d of %s", number, path)
                     continue
-                if not isinstance(entry, dict):
-                    continue
-                if since_reset and entry.get("type") == "reset":
-                    out = []
-                out.append(entry)
-        return out
+                if isinstance(entry, dict):
+                    out.append(entry)
+        return since_last_reset(out) if since_reset else out
 
     def context(self, channel: str) -> list[Message]:
         """The conversation so far (since the last reset), replayed from disk on first use."""
@@ -152,19 +168,6 @@ class SessionStore:
             if context is not None:
                 tail = context[-kept:] if kept > 0 else []
                 self._store_context(channel, summary_messages(summary) + tail)
-
-    def usage_totals(self, channel: str) -> dict[str, Usage]:
-        """Usage summed per answering agent (``iris`` for Iris's own model), whole log."""
-        totals: dict[str, Usage] = {}
-        for entry in self.entries(channel):
-            if (
-                entry.get("type") == "message"
-                and entry.get("role") == "assistant"
-                and "usage" in entry
-            ):
-                who = str(entry.get("agent") or "iris")
-                totals[who] = totals.get(who, Usage()) + usage_from_json(entry["usage"])
-        return totals
 
     def _cached(self, channel: str) -> list[Message] | None:
         with self._lock:

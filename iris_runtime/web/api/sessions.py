@@ -9,6 +9,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from iris_runtime.engine.channels import session_channel
+from iris_runtime.engine.sessions import since_last_reset, usage_by_agent
 from iris_runtime.engine.transport import TransportEvent
 from iris_runtime.engine.usage import total, usage_to_json
 from iris_runtime.runtime import Runtime
@@ -78,8 +79,10 @@ def history(session_id: str) -> Response:
     channel = session_channel(session_id)
     everything = request.args.get("all", "").lower() in {"1", "true", "yes"}
     sessions = _runtime().engine.sessions
-    entries = sessions.entries(channel, since_reset=not everything)
-    per_agent = sessions.usage_totals(channel)
+    # One read: the usage totals cover the whole log, the entries shown start at the last reset.
+    logged = sessions.entries(channel)
+    entries = logged if everything else since_last_reset(logged)
+    per_agent = usage_by_agent(logged)
     usage = {
         "total": usage_to_json(total(per_agent.values())),
         "byAgent": {agent: usage_to_json(u) for agent, u in per_agent.items()},
