@@ -15,17 +15,16 @@ ending with exactly one ``final`` or ``error`` line. Otherwise the answer is one
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from iris_runtime.engine.channels import is_safe_token, validate_token
 from iris_runtime.errors import InvalidInput
 
 PROTOCOL_VERSION = 1
 NDJSON = "application/x-ndjson"
 TERMINAL_TYPES = frozenset({"final", "error"})
 REQUEST_FIELDS = frozenset({"text", "conversationKey", "requestId", "origin"})
-_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MAX_ORIGIN_CHARS = 500
 # Sessions of requests that named no conversation: one each, swept with the job logs.
 ONE_OFF_PREFIX = "bridge-oneoff-"
@@ -41,13 +40,7 @@ class BridgeRequest:
 
 def validate_request_id(request_id: str) -> str:
     """Request ids name files (``bridge-jobs/<id>.jsonl``), so only safe tokens pass."""
-    if not _TOKEN.fullmatch(request_id) or ".." in request_id:
-        raise InvalidInput(
-            f"invalid request id {request_id[:80]!r}: use letters, digits and . _ - "
-            "(at most 128, starting with a letter or digit)",
-            code="invalid_request_id",
-        )
-    return request_id
+    return validate_token(request_id, "request id", "invalid_request_id")
 
 
 def parse_request(body: dict[str, Any]) -> BridgeRequest:
@@ -78,11 +71,7 @@ def conversation_session(conversation_key: str | None, request_id: str) -> str:
     """The sub-agent session id that a conversation key maps to (stable, filesystem-safe)."""
     if conversation_key is None:
         return f"{ONE_OFF_PREFIX}{request_id}"
-    if (
-        len(conversation_key) <= 120
-        and _TOKEN.fullmatch(conversation_key)
-        and ".." not in conversation_key
-    ):
+    if len(conversation_key) <= 120 and is_safe_token(conversation_key):
         return f"bridge-{conversation_key}"
     digest = hashlib.sha256(conversation_key.encode("utf-8")).hexdigest()[:40]
     return f"bridge-k{digest}"

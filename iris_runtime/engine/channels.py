@@ -15,7 +15,7 @@ from iris_runtime.errors import InvalidInput
 
 # Letters, digits and the few separators chat platforms put in their ids ("C123.456", "tg--1").
 _CHANNEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}")
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_SAFE_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SESSION_PREFIX = "SESSION-"
 MAX_FILENAME_BYTES = 200
 # Top-level names of the data dir that a channel must never alias.
@@ -36,14 +36,24 @@ def validate_channel_id(channel_id: str) -> str:
     return channel_id
 
 
-def validate_session_id(session_id: str) -> str:
-    if not _SESSION_ID.fullmatch(session_id) or ".." in session_id:
+def is_safe_token(value: str) -> bool:
+    """Letters, digits and ``. _ -``, at most 128, starting with a letter or digit, no ``..``:
+    safe to use as a file or folder name."""
+    return bool(_SAFE_TOKEN.fullmatch(value)) and ".." not in value
+
+
+def validate_token(value: str, what: str, code: str) -> str:
+    if not is_safe_token(value):
         raise InvalidInput(
-            f"invalid session id {session_id[:80]!r}: use letters, digits and . _ - "
+            f"invalid {what} {value[:80]!r}: use letters, digits and . _ - "
             "(at most 128, starting with a letter or digit)",
-            code="invalid_session_id",
+            code=code,
         )
-    return session_id
+    return value
+
+
+def validate_session_id(session_id: str) -> str:
+    return validate_token(session_id, "session id", "invalid_session_id")
 
 
 def session_channel(session_id: str) -> str:

@@ -189,7 +189,7 @@ def test_error_schema_is_error_and_code(spec: dict[str, Any]) -> None:
 def test_path_parameter_patterns_follow_the_code(spec: dict[str, Any]) -> None:
     params = spec["components"]["parameters"]
     session = params["SessionId"]["schema"]
-    assert session["pattern"] == f"^{channels._SESSION_ID.pattern}$"
+    assert session["pattern"] == f"^{channels._SAFE_TOKEN.pattern}$"
     assert session["not"] == {"pattern": r"\.\."}
     channel = params["ChannelId"]["schema"]
     assert channel["pattern"] == f"^{channels._CHANNEL_ID.pattern}$"
