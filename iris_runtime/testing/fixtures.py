@@ -1,7 +1,8 @@
 """pytest fixtures for Iris, loaded through the ``pytest11`` entry point.
 
 ``iris_server`` is a running ``iris serve`` with a temp data dir (offline provider);
-``start_iris(**env)`` starts more, with extra environment (e.g. ``IRIS_PROVIDER="scripted"``).
+``start_iris(**env)`` starts more, with extra environment (e.g. ``IRIS_PROVIDER="scripted"``);
+``fake_anthropic`` / ``fake_openai`` are wire-level fakes of those APIs for the real SDKs.
 Every server started is stopped at teardown.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from iris_runtime.testing.fake_llm import FakeAnthropic, FakeOpenAI
 from iris_runtime.testing.server import IrisServer
 
 
@@ -34,6 +36,22 @@ def start_iris(tmp_path: Path) -> Iterator[Callable[..., IrisServer]]:
 @pytest.fixture
 def iris_server(start_iris: Callable[..., IrisServer]) -> IrisServer:
     return start_iris()
+
+
+@pytest.fixture
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    """A wire-level fake of the Anthropic Messages API on loopback (key ``FAKE_API_KEY``)."""
+    with FakeAnthropic() as fake:
+        yield fake
+    assert fake.errors == [], fake.errors  # a crash inside the fake is a test failure
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    """A wire-level fake of the OpenAI Chat Completions API on loopback (key ``FAKE_API_KEY``)."""
+    with FakeOpenAI() as fake:
+        yield fake
+    assert fake.errors == [], fake.errors
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from iris_runtime.testing.fake_llm import (
+    FAKE_API_KEY,
     Disconnect,
     Fail,
     FakeAnthropic,
@@ -27,7 +28,7 @@ from iris_runtime.testing.fake_llm import (
     Usage,
 )
 
-KEY = "sk-test-0123456789"
+KEY = FAKE_API_KEY
 USER = [{"role": "user", "content": "hi"}]
 
 
@@ -41,20 +42,6 @@ def no_leaked_threads() -> Iterator[None]:
         if t not in before and t.name.startswith(("FakeAnthropic", "FakeOpenAI"))
     ]
     assert not leaked
-
-
-@pytest.fixture
-def fake_anthropic() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic(api_key=KEY) as fake:
-        yield fake
-    assert not fake.errors, fake.errors
-
-
-@pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(api_key=KEY) as fake:
-        yield fake
-    assert not fake.errors, fake.errors
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,20 +57,6 @@ LS_SCHEMA = {
 }
 LS = ToolSpec("ls", "List a folder.", LS_SCHEMA)
 HELLO = ProviderRequest("You are Iris.", (Message("user", "hi"),), (LS,))
-
-
-@pytest.fixture
-def fake_anthropic() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as fake:
-        yield fake
-    assert fake.errors == []
-
-
-@pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as fake:
-        yield fake
-    assert fake.errors == []
 
 
 def settings(tmp_path: Path, **env: str) -> Settings:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from iris_runtime.testing.fake_llm import (
+    FAKE_API_KEY,
     Fail,
     FakeAnthropic,
     FakeOpenAI,
@@ -27,19 +28,7 @@ from iris_runtime.testing.server import IrisServer
 from tests.web.conftest import SSEReader
 
 Start = Callable[..., IrisServer]
-KEY = "test-key-0123456789"
-
-
-@pytest.fixture
-def anthropic_fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic(api_key=KEY) as fake:
-        yield fake
-
-
-@pytest.fixture
-def openai_fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(api_key=KEY) as fake:
-        yield fake
+KEY = FAKE_API_KEY
 
 
 def claude(start_iris: Start, fake: FakeAnthropic, **env: str) -> IrisServer:
@@ -58,10 +47,10 @@ def message(iris: IrisServer, session: str, text: str) -> Any:
 
 
 def test_a_plain_answer_with_usage_and_cost(
-    start_iris: Start, anthropic_fake: FakeAnthropic
+    start_iris: Start, fake_anthropic: FakeAnthropic
 ) -> None:
-    anthropic_fake.enqueue(Reply([Text("Hello from the model."), Usage(1000, 500, cache_read=200)]))
-    iris = claude(start_iris, anthropic_fake)
+    fake_anthropic.enqueue(Reply([Text("Hello from the model."), Usage(1000, 500, cache_read=200)]))
+    iris = claude(start_iris, fake_anthropic)
     reply = message(iris, "p1", "hi")
     assert reply.status == 200, reply.body
     body = reply.json()
@@ -70,22 +59,22 @@ def test_a_plain_answer_with_usage_and_cost(
     assert body["usage"]["cacheReadTokens"] == 200
     # claude-sonnet-5-5: $2 in, $10 out, $0.20 cache read per 1M tokens
     assert body["usage"]["costUsd"] == pytest.approx((1000 * 2 + 500 * 10 + 200 * 0.2) / 1e6)
-    sent = anthropic_fake.requests[-1]["body"]
+    sent = fake_anthropic.requests[-1]["body"]
     assert sent["model"] == "claude-sonnet-5-5" and sent["stream"] is True
     assert any(t["name"] == "bash" for t in sent["tools"])
 
 
-def test_a_tool_using_turn(start_iris: Start, anthropic_fake: FakeAnthropic) -> None:
-    anthropic_fake.enqueue(
+def test_a_tool_using_turn(start_iris: Start, fake_anthropic: FakeAnthropic) -> None:
+    fake_anthropic.enqueue(
         Reply(
             [Text("Let me check."), ToolCall("bash", {"command": "echo $((40 + 2))"}, id="toolu_1")]
         ),
         Reply([Text("The answer is 42.")]),
     )
-    iris = claude(start_iris, anthropic_fake)
+    iris = claude(start_iris, fake_anthropic)
     reply = message(iris, "t1", "what is 40 + 2? use bash")
     assert reply.json()["text"] == "Let me check.\n\nThe answer is 42."
-    second = anthropic_fake.requests[-1]["body"]["messages"]
+    second = fake_anthropic.requests[-1]["body"]["messages"]
     results = [
         block
         for m in second
@@ -97,9 +86,9 @@ def test_a_tool_using_turn(start_iris: Start, anthropic_fake: FakeAnthropic) -> 
     assert "42" in json.dumps(results[0]["content"])
 
 
-def test_thinking_reaches_the_stream(start_iris: Start, anthropic_fake: FakeAnthropic) -> None:
-    anthropic_fake.enqueue(Reply([Thinking("weighing the options"), Text("Decided.")]))
-    iris = claude(start_iris, anthropic_fake)
+def test_thinking_reaches_the_stream(start_iris: Start, fake_anthropic: FakeAnthropic) -> None:
+    fake_anthropic.enqueue(Reply([Thinking("weighing the options"), Text("Decided.")]))
+    iris = claude(start_iris, fake_anthropic)
     stream = SSEReader(iris, "th1")
     assert message(iris, "th1", "decide").json()["text"] == "Decided."
     stream.wait_for(lambda evs: any(e["event"] == "final" for e in evs))
@@ -109,42 +98,42 @@ def test_thinking_reaches_the_stream(start_iris: Start, anthropic_fake: FakeAnth
 
 
 def test_a_429_is_retried_and_the_wait_is_shown(
-    start_iris: Start, anthropic_fake: FakeAnthropic
+    start_iris: Start, fake_anthropic: FakeAnthropic
 ) -> None:
-    anthropic_fake.enqueue(
+    fake_anthropic.enqueue(
         Fail(429, "rate_limit_error", "Number of requests exceeded", retry_after=0.3),
         Reply([Text("through on the second try")]),
     )
-    iris = claude(start_iris, anthropic_fake)
+    iris = claude(start_iris, fake_anthropic)
     stream = SSEReader(iris, "r1")
     assert message(iris, "r1", "hello").json()["text"] == "through on the second try"
-    assert len(anthropic_fake.requests) == 2
+    assert len(fake_anthropic.requests) == 2
     stream.wait_for(lambda evs: any(e["event"] == "final" for e in evs))
     assert any("retrying" in e.get("text", "") for e in stream.events if e["event"] == "status")
     stream.close()
 
 
 def test_overloaded_exhaustion_is_reported(
-    start_iris: Start, anthropic_fake: FakeAnthropic
+    start_iris: Start, fake_anthropic: FakeAnthropic
 ) -> None:
     for _ in range(3):
-        anthropic_fake.enqueue(Fail(529, "overloaded_error", "Overloaded", retry_after=0.1))
-    iris = claude(start_iris, anthropic_fake)
+        fake_anthropic.enqueue(Fail(529, "overloaded_error", "Overloaded", retry_after=0.1))
+    iris = claude(start_iris, fake_anthropic)
     reply = message(iris, "o1", "hello")
     assert reply.status == 502
     body = reply.json()
     assert body["code"] == "run_failed" and "overloaded" in body["text"].lower()
     assert body["text"].startswith("(run failed:")
-    assert len(anthropic_fake.requests) == 3  # one try and IRIS_PROVIDER_MAX_RETRIES=2 retries
+    assert len(fake_anthropic.requests) == 3  # one try and IRIS_PROVIDER_MAX_RETRIES=2 retries
 
 
 def test_stop_aborts_a_stalled_stream_promptly(
-    start_iris: Start, anthropic_fake: FakeAnthropic
+    start_iris: Start, fake_anthropic: FakeAnthropic
 ) -> None:
-    anthropic_fake.enqueue(
+    fake_anthropic.enqueue(
         Reply([Text("partial words"), Thinking("still going"), Stall(60), Text(" never")])
     )
-    iris = claude(start_iris, anthropic_fake)
+    iris = claude(start_iris, fake_anthropic)
     stream = SSEReader(iris, "a1")
     box: list[Any] = []
     caller = threading.Thread(target=lambda: box.append(message(iris, "a1", "long task")))
@@ -160,31 +149,31 @@ def test_stop_aborts_a_stalled_stream_promptly(
     stream.close()
 
 
-def test_a_missing_key_names_the_variable(start_iris: Start, anthropic_fake: FakeAnthropic) -> None:
-    iris = start_iris(IRIS_PROVIDER="anthropic", ANTHROPIC_BASE_URL=anthropic_fake.base_url)
+def test_a_missing_key_names_the_variable(start_iris: Start, fake_anthropic: FakeAnthropic) -> None:
+    iris = start_iris(IRIS_PROVIDER="anthropic", ANTHROPIC_BASE_URL=fake_anthropic.base_url)
     reply = message(iris, "k1", "hello")
     assert reply.status == 502
     assert "ANTHROPIC_API_KEY" in reply.json()["text"]
-    assert anthropic_fake.requests == []
+    assert fake_anthropic.requests == []
     assert "Traceback" not in iris.log_tail(200)
 
 
 def test_a_wrong_key_is_a_clear_error_not_a_retry(
-    start_iris: Start, anthropic_fake: FakeAnthropic
+    start_iris: Start, fake_anthropic: FakeAnthropic
 ) -> None:
     iris = start_iris(
         IRIS_PROVIDER="anthropic",
         ANTHROPIC_API_KEY="wrong-key",
-        ANTHROPIC_BASE_URL=anthropic_fake.base_url,
+        ANTHROPIC_BASE_URL=fake_anthropic.base_url,
     )
     reply = message(iris, "k2", "hello")
     assert reply.status == 502 and "ANTHROPIC_API_KEY" in reply.json()["text"]
-    assert len(anthropic_fake.requests) == 1
+    assert len(fake_anthropic.requests) == 1
     assert "wrong-key" not in iris.log_tail(400)
 
 
 def test_compaction_on_a_small_window_keeps_history(
-    start_iris: Start, anthropic_fake: FakeAnthropic, tmp_path: Path
+    start_iris: Start, fake_anthropic: FakeAnthropic, tmp_path: Path
 ) -> None:
     data = tmp_path / "data-small"
     data.mkdir()
@@ -196,19 +185,19 @@ def test_compaction_on_a_small_window_keeps_history(
         data,
         IRIS_PROVIDER="anthropic",
         ANTHROPIC_API_KEY=KEY,
-        ANTHROPIC_BASE_URL=anthropic_fake.base_url,
+        ANTHROPIC_BASE_URL=fake_anthropic.base_url,
         IRIS_MODEL="tiny-claude",
     )
     for number in range(6):
-        anthropic_fake.enqueue(Reply([Text(f"noted {number}")]))
-        anthropic_fake.enqueue(Reply([Text("SUMMARY of earlier facts")]))  # used if it compacts
+        fake_anthropic.enqueue(Reply([Text(f"noted {number}")]))
+        fake_anthropic.enqueue(Reply([Text("SUMMARY of earlier facts")]))  # used if it compacts
         message(iris, "c1", f"fact {number}: " + "lorem ipsum " * 300)
         if any(
-            "compress" in json.dumps(r["body"].get("system", "")) for r in anthropic_fake.requests
+            "compress" in json.dumps(r["body"].get("system", "")) for r in fake_anthropic.requests
         ):
             break
     summaries = [
-        r for r in anthropic_fake.requests if "compress" in json.dumps(r["body"].get("system", ""))
+        r for r in fake_anthropic.requests if "compress" in json.dumps(r["body"].get("system", ""))
     ]
     assert summaries, "no compaction request was sent"
     history = iris.get("/sessions/c1/history?all=1").json()["entries"]
@@ -236,18 +225,18 @@ def test_openai_against_a_picky_local_server(start_iris: Start) -> None:
         assert all("strict" not in t.get("function", {}) for t in first.get("tools", []))
 
 
-def test_openai_official_shape(start_iris: Start, openai_fake: FakeOpenAI) -> None:
-    openai_fake.enqueue(Reply([Text("official hello"), Usage(2000, 100)]))
+def test_openai_official_shape(start_iris: Start, fake_openai: FakeOpenAI) -> None:
+    fake_openai.enqueue(Reply([Text("official hello"), Usage(2000, 100)]))
     iris = start_iris(
         IRIS_PROVIDER="openai",
         OPENAI_API_KEY=KEY,
-        IRIS_OPENAI_BASE_URL=openai_fake.base_url,
+        IRIS_OPENAI_BASE_URL=fake_openai.base_url,
         IRIS_MODEL="gpt-4.1-mini",
     )
     body = message(iris, "oa1", "hello").json()
     assert body["text"] == "official hello"
     assert body["usage"]["costUsd"] == pytest.approx((2000 * 0.4 + 100 * 1.6) / 1e6)
-    assert openai_fake.requests[0]["body"]["stream_options"] == {"include_usage": True}
+    assert fake_openai.requests[0]["body"]["stream_options"] == {"include_usage": True}
 
 
 def test_an_unknown_model_stops_serve_and_doctor_says_why(tmp_path: Path) -> None:

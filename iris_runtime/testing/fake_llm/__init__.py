@@ -35,9 +35,10 @@ from iris_runtime.testing.fake_llm.script import (
     ToolCall,
     Usage,
 )
-from iris_runtime.testing.fake_llm.server import FakeLLMServer
+from iris_runtime.testing.fake_llm.server import FAKE_API_KEY, FakeLLMServer
 
 __all__ = [
+    "FAKE_API_KEY",
     "Disconnect",
     "Fail",
     "FakeAnthropic",

@@ -62,6 +62,7 @@ from iris_runtime.testing.fake_llm.script import (
     Usage,
 )
 from iris_runtime.testing.fake_llm.server import (
+    FAKE_API_KEY,
     Exchange,
     FakeLLMServer,
     compact_json,
@@ -110,7 +111,7 @@ class FakeOpenAI(FakeLLMServer):
 
     def __init__(
         self,
-        api_key: str = "test-key",
+        api_key: str = FAKE_API_KEY,
         *,
         strict_local: bool = False,
         reasoning_field: str | None = "reasoning_content",

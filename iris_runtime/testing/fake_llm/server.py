@@ -25,6 +25,9 @@ from typing import Any, ClassVar, Self
 
 from iris_runtime.testing.fake_llm.script import DEFAULT_REPLY, Fail, Reply
 
+# The key the fakes accept unless told otherwise (and the shipped fixtures use).
+FAKE_API_KEY = "test-key"
+
 _ALPHABET = string.ascii_letters + string.digits
 
 
@@ -219,7 +222,7 @@ class FakeLLMServer(ABC):
 
     base_path: ClassVar[str] = ""
 
-    def __init__(self, api_key: str = "test-key") -> None:
+    def __init__(self, api_key: str = FAKE_API_KEY) -> None:
         self.api_key = api_key
         self.requests: list[dict[str, Any]] = []
         """Every request received: ``method``, ``path``, ``headers`` (lowercased names) and
