@@ -19,8 +19,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, NamedTuple
 
@@ -368,3 +370,89 @@ def running_subagent(
         yield agent
     finally:
         stop_process(agent.server.process)
+
+
+# --- concurrent load ------------------------------------------------------------------------
+
+# One request on a client's own session: (latency in ms, why it failed or None).
+Request = Callable[[requests.Session], tuple[float, str | None]]
+
+
+@dataclass
+class LoadResult:
+    latencies_ms: list[float] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, other: LoadResult) -> None:
+        self.latencies_ms.extend(other.latencies_ms)
+        self.elapsed_s += other.elapsed_s
+        self.errors.extend(other.errors)
+
+    @property
+    def requests_per_s(self) -> float:
+        return len(self.latencies_ms) / self.elapsed_s if self.elapsed_s else 0.0
+
+
+def drive_clients(
+    request_for: Callable[[int], Request],
+    *,
+    clients: int,
+    seconds: float | None = None,
+    per_client: Sequence[int] | None = None,
+    name: str = "client",
+) -> LoadResult:
+    """Run ``clients`` threads, each posting back to back with ``request_for(index)`` on its own
+    HTTP session, until ``seconds`` pass or each has made its ``per_client`` requests. All start
+    together (a barrier), so the wall time is the load's, not the threads' start-up."""
+    results = [LoadResult() for _ in range(clients)]
+    ready = threading.Barrier(clients + 1)
+    go = threading.Event()
+    deadline = [0.0]
+
+    def client(index: int) -> None:
+        one = request_for(index)
+        budget = per_client[index] if per_client is not None else None
+        out = results[index]
+        with requests.Session() as http:
+            ready.wait()
+            go.wait()
+            done = 0
+            while (budget is None and time.perf_counter() < deadline[0]) or (
+                budget is not None and done < budget
+            ):
+                try:
+                    elapsed_ms, problem = one(http)
+                except (requests.RequestException, ValueError) as exc:
+                    elapsed_ms, problem = 0.0, f"{type(exc).__name__}: {exc}"
+                done += 1
+                if problem is None:
+                    out.latencies_ms.append(elapsed_ms)
+                else:
+                    out.errors.append(problem)
+
+    threads = [
+        threading.Thread(target=client, args=(i,), name=f"{name}-{i}", daemon=True)
+        for i in range(clients)
+    ]
+    for thread in threads:
+        thread.start()
+    ready.wait()
+    started = time.perf_counter()
+    deadline[0] = started + (seconds or 0.0)
+    go.set()
+    for thread in threads:
+        thread.join()
+    total = LoadResult(elapsed_s=time.perf_counter() - started)
+    for result in results:
+        total.add(result)
+    return total
+
+
+def run_main(bench: str, main: Callable[[], int]) -> None:
+    """Run a bench's ``main``; Ctrl-C or SIGTERM (from run_all) stops its servers and exits 130."""
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print(f"{bench}: interrupted (servers stopped)", file=sys.stderr)
+        sys.exit(130)

@@ -42,6 +42,7 @@ from _common import (
     emit,
     handle_sigterm,
     ratio,
+    run_main,
     running_subagent,
     temp_workdir,
     write_script,
@@ -231,8 +232,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print(f"{BENCH}: interrupted (servers stopped)", file=sys.stderr)
-        sys.exit(130)
+    run_main(BENCH, main)

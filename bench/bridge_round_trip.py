@@ -22,10 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
@@ -33,11 +31,15 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
+    LoadResult,
+    Request,
     add_common_args,
+    drive_clients,
     emit,
     handle_sigterm,
     percentile,
     ratio,
+    run_main,
     running,
     running_subagent,
     temp_workdir,
@@ -49,18 +51,6 @@ P50_TARGET_RATIO = 3.0  # bridge p50 within 3x of the bare echo
 REPLY = "ok"
 NDJSON = "application/x-ndjson"
 KINDS = ("echo", "stream", "plain")
-
-
-@dataclass
-class LoadResult:
-    latencies_ms: list[float] = field(default_factory=list)
-    elapsed_s: float = 0.0
-    errors: list[str] = field(default_factory=list)
-
-    def add(self, other: LoadResult) -> None:
-        self.latencies_ms.extend(other.latencies_ms)
-        self.elapsed_s += other.elapsed_s
-        self.errors.extend(other.errors)
 
 
 # One request of each shape: returns (latency in ms, problem or None).
@@ -119,44 +109,12 @@ CALLS: dict[str, Call] = {"echo": call_echo, "stream": call_stream, "plain": cal
 def run_load(url: str, call: Call, *, clients: int, seconds: float, tag: str) -> LoadResult:
     """``clients`` threads post back to back to ``url`` for ``seconds``; client ``i`` always uses
     conversation key ``rt-<tag>-<i>``."""
-    results = [LoadResult() for _ in range(clients)]
-    ready = threading.Barrier(clients + 1)
-    go = threading.Event()
-    deadline = [0.0]
 
-    def client(index: int) -> None:
+    def request_for(index: int) -> Request:
         body = {"text": "ping", "conversationKey": f"rt-{tag}-{index}"}
-        out = results[index]
-        with requests.Session() as http:
-            ready.wait()
-            go.wait()
-            while time.perf_counter() < deadline[0]:
-                try:
-                    elapsed_ms, problem = call(http, url, body)
-                except (requests.RequestException, ValueError) as exc:
-                    elapsed_ms, problem = 0.0, f"{type(exc).__name__}: {exc}"
-                if problem is None:
-                    out.latencies_ms.append(elapsed_ms)
-                else:
-                    out.errors.append(problem)
+        return lambda http: call(http, url, body)
 
-    threads = [
-        threading.Thread(target=client, args=(i,), name=f"client-{tag}-{i}", daemon=True)
-        for i in range(clients)
-    ]
-    for thread in threads:
-        thread.start()
-    ready.wait()
-    started = time.perf_counter()
-    deadline[0] = started + seconds
-    go.set()
-    for thread in threads:
-        thread.join()
-    total = LoadResult(elapsed_s=time.perf_counter() - started)
-    for result in results:
-        total.latencies_ms.extend(result.latencies_ms)
-        total.errors.extend(result.errors)
-    return total
+    return drive_clients(request_for, clients=clients, seconds=seconds, name=f"client-{tag}")
 
 
 def main() -> int:
@@ -236,8 +194,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print(f"{BENCH}: interrupted (servers stopped)", file=sys.stderr)
-        sys.exit(130)
+    run_main(BENCH, main)

@@ -25,6 +25,7 @@ from _common import (
     handle_sigterm,
     log_tail,
     ratio,
+    run_main,
     running,
     start_echo,
     start_iris,
@@ -155,8 +156,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print(f"{BENCH}: interrupted (servers stopped)", file=sys.stderr)
-        sys.exit(130)
+    run_main(BENCH, main)

@@ -38,6 +38,7 @@ from _common import (
     emit,
     handle_sigterm,
     ratio,
+    run_main,
     running_subagent,
     temp_workdir,
 )
@@ -142,8 +143,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print(f"{BENCH}: interrupted (servers stopped)", file=sys.stderr)
-        sys.exit(130)
+    run_main(BENCH, main)

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
@@ -25,12 +23,16 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
+    LoadResult,
+    Request,
     Server,
     add_common_args,
+    drive_clients,
     emit,
     handle_sigterm,
     percentile,
     ratio,
+    run_main,
     running,
     temp_workdir,
 )
@@ -38,22 +40,6 @@ from _common import (
 BENCH = "message_latency"
 P50_TARGET_RATIO = 3.0  # iris p50 within 3x of the bare echo
 BODY = {"text": "ping"}
-
-
-@dataclass
-class LoadResult:
-    latencies_ms: list[float] = field(default_factory=list)
-    elapsed_s: float = 0.0
-    errors: list[str] = field(default_factory=list)
-
-    def add(self, other: LoadResult) -> None:
-        self.latencies_ms.extend(other.latencies_ms)
-        self.elapsed_s += other.elapsed_s
-        self.errors.extend(other.errors)
-
-    @property
-    def requests_per_s(self) -> float:
-        return len(self.latencies_ms) / self.elapsed_s if self.elapsed_s else 0.0
 
 
 def _check(kind: str, response: requests.Response) -> str | None:
@@ -78,58 +64,27 @@ def run_load(
     """Drive ``server`` with ``clients`` threads until ``seconds`` pass or ``total_requests`` are
     done. Each phase uses fresh session ids (``tag``), so no session's history spans phases."""
     headers = {"Authorization": f"Bearer {server.token}"} if server.token else {}
-    per_client: list[int | None] = [None] * clients
+    per_client = None
     if total_requests is not None:
         per_client = [
             total_requests // clients + (1 if i < total_requests % clients else 0)
             for i in range(clients)
         ]
-    results = [LoadResult() for _ in range(clients)]
-    ready = threading.Barrier(clients + 1)
-    go = threading.Event()
-    deadline = [0.0]
 
-    def client(index: int) -> None:
+    def request_for(index: int) -> Request:
         url = f"{server.base_url}/sessions/bench-{tag}-{index}/message"
-        out = results[index]
-        budget = per_client[index]
-        with requests.Session() as http:
-            ready.wait()
-            go.wait()
-            done = 0
-            while (budget is None and time.perf_counter() < deadline[0]) or (
-                budget is not None and done < budget
-            ):
-                start = time.perf_counter()
-                try:
-                    response = http.post(url, json=BODY, headers=headers, timeout=60)
-                    problem = _check(kind, response)
-                except (requests.RequestException, ValueError) as exc:
-                    problem = f"{type(exc).__name__}: {exc}"
-                elapsed_ms = (time.perf_counter() - start) * 1000.0
-                done += 1
-                if problem is None:
-                    out.latencies_ms.append(elapsed_ms)
-                else:
-                    out.errors.append(problem)
 
-    threads = [
-        threading.Thread(target=client, args=(i,), name=f"{kind}-client-{i}", daemon=True)
-        for i in range(clients)
-    ]
-    for thread in threads:
-        thread.start()
-    ready.wait()
-    started = time.perf_counter()
-    deadline[0] = started + (seconds or 0.0)
-    go.set()
-    for thread in threads:
-        thread.join()
-    total = LoadResult(elapsed_s=time.perf_counter() - started)
-    for result in results:
-        total.latencies_ms.extend(result.latencies_ms)
-        total.errors.extend(result.errors)
-    return total
+        def one(http: requests.Session) -> tuple[float, str | None]:
+            start = time.perf_counter()
+            response = http.post(url, json=BODY, headers=headers, timeout=60)
+            problem = _check(kind, response)
+            return (time.perf_counter() - start) * 1000.0, problem
+
+        return one
+
+    return drive_clients(
+        request_for, clients=clients, seconds=seconds, per_client=per_client, name=f"{kind}-client"
+    )
 
 
 def main() -> int:
@@ -224,8 +179,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print(f"{BENCH}: interrupted (servers stopped)", file=sys.stderr)
-        sys.exit(130)
+    run_main(BENCH, main)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import anthropic
 import requests
@@ -23,6 +22,7 @@ from _common import (
     log_tail,
     percentile,
     ratio,
+    run_main,
     start_iris,
     stop_process,
     temp_workdir,
@@ -141,5 +141,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    sys.exit(main())
+    run_main(BENCH, main)
