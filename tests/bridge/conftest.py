@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import requests
 
 from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
+from tests.bridge.fault_tools import CuttingProxy, OldAgent
 
 NDJSON = "application/x-ndjson"
 
@@ -95,3 +97,27 @@ def register(iris: IrisServer, agent: str, url: str, *extra: str, stdin: str | N
             check=False,
         )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture
+def cutting_proxy() -> Iterator[Callable[[int], CuttingProxy]]:
+    proxies: list[CuttingProxy] = []
+
+    def start(upstream_port: int) -> CuttingProxy:
+        proxies.append(CuttingProxy(upstream_port))
+        return proxies[-1]
+
+    yield start
+    for proxy in proxies:
+        proxy.close()
+
+
+@pytest.fixture
+def old_agent() -> Iterator[OldAgent]:
+    server = OldAgent()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
