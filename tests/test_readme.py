@@ -9,8 +9,6 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from iris_runtime.testing.server import IrisServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,10 +23,10 @@ def readme_example() -> str:
     return match.group(1)
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is installed by `make test` (apt)")
 def test_readme_curl_calls_work_as_written(
     start_iris: Callable[..., IrisServer], tmp_path: Path
 ) -> None:
+    assert shutil.which("curl"), "curl is missing: `make test` installs it (.ci/apt-packages)"
     # Like `make run`: data in ./.iris-data, token generated into the token file.
     server = start_iris(tmp_path / ".iris-data", IRIS_API_TOKEN="")
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
