@@ -83,7 +83,7 @@ class IrisServer(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        return create_app(self.settings, start=True)
+        return create_app(self.settings, start=True, host=plugin_host(self.settings))
 
 
 def check_startup(settings: Settings) -> None:

@@ -11,6 +11,7 @@ from iris_runtime.agents.registry import registry_for
 from iris_runtime.bridge.service import BridgeService
 from iris_runtime.bridge.transport import BridgeTransport
 from iris_runtime.config import Settings, ensure_api_token
+from iris_runtime.plugins import PluginHost
 from iris_runtime.runtime import Runtime
 from iris_runtime.web.api import channels, escalate, health, sessions
 from iris_runtime.web.auth import require_bearer_token
@@ -73,10 +74,15 @@ def bridge_service(runtime: Runtime) -> BridgeService:
     return service
 
 
-def create_app(settings: Settings | None = None, *, start: bool = True) -> PortDispatcher:
-    """The gunicorn app factory: build the runtime in this (worker) process and start it."""
+def create_app(
+    settings: Settings | None = None, *, start: bool = True, host: PluginHost | None = None
+) -> PortDispatcher:
+    """The gunicorn app factory: build the runtime in this (worker) process and start it.
+
+    ``host`` is a plugin host already loaded (by ``iris serve`` before forking), so the worker
+    does not load every plugin a second time."""
     settings = ensure_api_token(settings or Settings.from_env())
-    runtime = Runtime.build(settings)
+    runtime = Runtime.build(settings, host)
     dispatcher = build_dispatcher(runtime)
     if start:
         runtime.start()
