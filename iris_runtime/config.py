@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from iris_runtime.errors import ConfigError
 
@@ -19,7 +20,8 @@ DEFAULT_DATA_DIR = ".iris-data"
 TOKEN_FILE_NAME = "api-token"  # noqa: S105 (a file name, not a secret)
 
 # Field names whose values never leave the process unmasked (doctor, logs, reprs).
-SECRET_FIELDS = frozenset({"api_token"})
+SECRET_FIELDS = frozenset({"api_token", "vault_token", "vault_secret_id"})
+SECRETS_MODES = ("store", "proxy", "env")
 
 
 def _env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
@@ -108,6 +110,20 @@ class Settings:
     load_plugins: tuple[str, ...] | None = None
     trace_plugins: bool = False
     log_level: str = "info"
+    # The secret broker (see iris_runtime/secrets).
+    secrets_mode: str = "store"
+    secret_backend: str = "file"  # noqa: S105 (a backend name)
+    secret_broker_url: str | None = None
+    env_file: Path | None = None
+    vault_addr: str = "http://127.0.0.1:8200"
+    vault_mount: str = "secret"
+    vault_prefix: str = "iris"
+    vault_proxy_path: str = ""
+    vault_token: str = field(default="", repr=False)
+    vault_role_id: str = ""
+    vault_secret_id: str = field(default="", repr=False)
+    vault_cacert: str | None = None
+    vault_timeout_seconds: float = 5.0
     # A read-only snapshot of the environment for plugins that own their variables
     # (TELEGRAM_BOT_TOKEN and friends). Never printed.
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -153,6 +169,7 @@ class Settings:
             load_plugins=_env_list(env, "IRIS_LOAD_PLUGINS"),
             trace_plugins=_env_bool(env, "IRIS_TRACE_PLUGINS"),
             log_level=env.get("IRIS_LOG_LEVEL", "").strip().lower() or "info",
+            **_secrets_settings(env),
             env=MappingProxyType(env),
         )
         settings.validate()
@@ -166,6 +183,11 @@ class Settings:
             ports["BRIDGE_PORT"] = self.bridge_port
         if len(set(ports.values())) != len(ports):
             raise ConfigError(f"ports must differ: {ports}")
+        if self.secrets_mode not in SECRETS_MODES:
+            raise ConfigError(
+                f"IRIS_SECRETS_MODE must be one of {', '.join(SECRETS_MODES)}, "
+                f"not {self.secrets_mode!r}"
+            )
         if self.log_level not in {"debug", "info", "warning", "error", "critical"}:
             raise ConfigError(
                 f"IRIS_LOG_LEVEL must be debug/info/warning/error, not {self.log_level!r}"
@@ -203,6 +225,40 @@ class Settings:
                 value = str(value)
             out[f.name] = value
         return out
+
+
+def _secret_from(env: Mapping[str, str], name: str) -> str:
+    """A credential from ``NAME`` or from the file named by ``NAME_FILE`` (preferred: a file
+    keeps it out of the process environment of everything Iris starts)."""
+    file_name = env.get(f"{name}_FILE", "").strip()
+    if file_name:
+        try:
+            return Path(file_name).expanduser().read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"{name}_FILE: cannot read {file_name}: {exc.strerror}") from None
+    return env.get(name, "").strip()
+
+
+def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    env_file = env.get("IRIS_ENV_FILE", "").strip()
+    return {
+        "secrets_mode": env.get("IRIS_SECRETS_MODE", "").strip().lower() or "store",
+        "secret_backend": env.get("IRIS_SECRET_BACKEND", "").strip().lower() or "file",
+        "secret_broker_url": env.get("IRIS_SECRET_BROKER_URL", "").strip().rstrip("/") or None,
+        "env_file": Path(env_file).expanduser() if env_file else None,
+        "vault_addr": (
+            env.get("IRIS_VAULT_ADDR", "").strip() or env.get("VAULT_ADDR", "").strip()
+        ).rstrip("/")
+        or "http://127.0.0.1:8200",
+        "vault_mount": env.get("IRIS_VAULT_MOUNT", "").strip().strip("/") or "secret",
+        "vault_prefix": env.get("IRIS_VAULT_PREFIX", "").strip().strip("/") or "iris",
+        "vault_proxy_path": env.get("IRIS_VAULT_PROXY_PATH", "").strip().strip("/"),
+        "vault_token": _secret_from(env, "IRIS_VAULT_TOKEN"),
+        "vault_role_id": env.get("IRIS_VAULT_ROLE_ID", "").strip(),
+        "vault_secret_id": _secret_from(env, "IRIS_VAULT_SECRET_ID"),
+        "vault_cacert": env.get("IRIS_VAULT_CACERT", "").strip() or None,
+        "vault_timeout_seconds": _env_float(env, "IRIS_VAULT_TIMEOUT_SECONDS", 5.0),
+    }
 
 
 def mask(secret: str) -> str:

@@ -30,6 +30,7 @@ ENTRY_POINT_GROUP = "iris"
 BUILTIN_PLUGINS = {
     "bridge": "iris_runtime.bridge.plugin",
     "providers": "iris_runtime.providers.plugin",
+    "secrets": "iris_runtime.secrets.plugin",
     "tools": "iris_runtime.tools.plugin",
 }
 

@@ -10,13 +10,14 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from iris_runtime.config import Settings
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.tools import ToolRegistry
 from iris_runtime.errors import ConfigError
 from iris_runtime.plugins import PluginHost
+from iris_runtime.secrets.broker import SecretBroker
+from iris_runtime.secrets.selection import broker_for
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,7 @@ class Runtime:
     settings: Settings
     host: PluginHost
     engine: Engine
-    # Secret backends by name; the secret broker picks one (see iris_runtime.secrets).
-    secret_backends: dict[str, Any] = field(default_factory=dict)
+    secrets: SecretBroker
     _stopped: bool = False
     _on_start: list[Callable[[], None]] = field(default_factory=list)
     _on_stop: list[Callable[[], None]] = field(default_factory=list)
@@ -72,7 +72,7 @@ class Runtime:
         )
         for transport in host.transports():
             engine.add_transport(transport.build(engine), fallback=transport.fallback)
-        return cls(settings, host, engine, host.secret_backends())
+        return cls(settings, host, engine, broker_for(settings, host.secret_backends()))
 
     def start(self) -> None:
         self.engine.start()

@@ -20,12 +20,10 @@ into an empty registry.
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import hashlib
 import hmac
 import json
-import os
 import re
-import secrets as _secrets
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +31,8 @@ from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
 from iris_runtime.errors import InvalidInput, IrisError
+from iris_runtime.private_files import file_lock, write_private_file
+from iris_runtime.secrets.backend import SECRET_NAME_RE
 
 if TYPE_CHECKING:
     from iris_runtime.config import Settings
@@ -41,7 +41,6 @@ REGISTRY_FILE_NAME = "agents.json"
 FILE_MODE = 0o600
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
-SECRET_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
 ENTRY_KEYS = frozenset({"bridge_url", "secrets", "token"})
 
 T = TypeVar("T")
@@ -261,19 +260,20 @@ class AgentRegistry:
     def find_by_token(self, presented: str) -> AgentEntry | None:
         """The agent whose token is ``presented``, or None.
 
-        Every token is compared, even after a match, so the time taken does not tell a caller
-        how far down the registry its guess got. If two entries share a token (only possible by
-        hand-editing; ``register`` refuses it) the first by name wins.
+        SHA-256 digests are compared, not the tokens: equal-length inputs keep
+        ``compare_digest`` constant-time whatever the presented length. Every entry is compared,
+        even after a match, so the time taken does not tell a caller how far down the registry
+        its guess got. If two entries share a token (only possible by hand-editing; ``register``
+        refuses it) the first by name wins.
         """
         if not presented:
             return None
-        candidate = presented.encode("utf-8", "surrogatepass")
+        wanted = token_digest(presented)
         found: AgentEntry | None = None
         for entry in self.load().values():
             if entry.token is None:
                 continue
-            # Bytes, not str: compare_digest refuses non-ASCII str.
-            if hmac.compare_digest(candidate, entry.token.encode("utf-8")) and found is None:
+            if hmac.compare_digest(wanted, token_digest(entry.token)) and found is None:
                 found = entry
         return found
 
@@ -326,44 +326,18 @@ class AgentRegistry:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # The lock file is never deleted: unlinking it would let two writers lock two
-        # different inodes at once.
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-        try:
-            os.fchmod(fd, FILE_MODE)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with file_lock(self.lock_path):
             yield
-        finally:
-            os.close(fd)  # closing releases the flock
 
     def _write(self, entries: dict[str, AgentEntry]) -> None:
         """Atomically replace the file. Caller holds the lock."""
         payload = {name: entries[name].to_json() for name in sorted(entries)}
-        data = (json.dumps(payload, indent=2) + "\n").encode("utf-8")
-        directory = self.path.parent
-        tmp = directory / f".{self.path.name}.{os.getpid()}.{_secrets.token_hex(6)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
-        try:
-            try:
-                # The umask can only narrow the create mode; set it exactly anyway.
-                os.fchmod(fd, FILE_MODE)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            raise
-        # Make the rename itself durable, not just the file's content.
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_private_file(self.path, (json.dumps(payload, indent=2) + "\n").encode("utf-8"))
+
+
+def token_digest(token: str) -> bytes:
+    # surrogatepass: a presented header value must never raise while being compared.
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
 
 
 def _argument(check: Callable[[object], T], value: object) -> T:

@@ -13,6 +13,7 @@ from iris_runtime.cli.bridge_cmd import bridge
 from iris_runtime.cli.common import plugin_host
 from iris_runtime.cli.doctor import doctor
 from iris_runtime.cli.plugins_cmd import plugins
+from iris_runtime.cli.secrets_cmd import secrets
 from iris_runtime.cli.serve import serve
 from iris_runtime.cli.usage_cmd import usage
 from iris_runtime.config import Settings
@@ -30,6 +31,7 @@ cli.add_command(doctor)
 cli.add_command(plugins)
 cli.add_command(agents)
 cli.add_command(bridge)
+cli.add_command(secrets)
 cli.add_command(usage)
 
 

@@ -8,32 +8,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
-from functools import wraps
-from typing import ParamSpec, TypeVar
 
 import click
 
 from iris_runtime.agents.registry import AgentEntry, AgentRegistry, registry_for
-from iris_runtime.cli.common import load_settings
+from iris_runtime.cli.common import clean_errors, load_settings
 from iris_runtime.config import mask
-from iris_runtime.errors import IrisError
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _clean_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """An IrisError is the user's problem to fix: show its message, not a traceback."""
-
-    @wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return func(*args, **kwargs)
-        except IrisError as exc:
-            raise click.ClickException(exc.message) from None
-
-    return wrapper
 
 
 def _registry() -> AgentRegistry:
@@ -81,7 +61,7 @@ def agents() -> None:
     is_flag=True,
     help="Replace the agent's secret list instead of adding to it.",
 )
-@_clean_errors
+@clean_errors
 def register(
     name: str,
     bridge_url: str,
@@ -101,7 +81,7 @@ def register(
 
 @agents.command()
 @click.argument("name")
-@_clean_errors
+@clean_errors
 def unregister(name: str) -> None:
     """Remove NAME from the registry."""
     registry = _registry()
@@ -112,7 +92,7 @@ def unregister(name: str) -> None:
 
 @agents.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@_clean_errors
+@clean_errors
 def list_agents(as_json: bool) -> None:
     """List registered agents (tokens masked)."""
     registry = _registry()

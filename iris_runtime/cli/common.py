@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+from typing import ParamSpec, TypeVar
+
 import click
 
 from iris_runtime.config import Settings
-from iris_runtime.errors import ConfigError
+from iris_runtime.errors import ConfigError, IrisError
 from iris_runtime.plugins import PluginHost
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _hosts: dict[Settings, PluginHost] = {}
 
@@ -46,3 +53,16 @@ def listen_ports(settings: Settings) -> dict[str, int]:
     if settings.bridge_port:
         ports["BRIDGE_PORT"] = settings.bridge_port
     return ports
+
+
+def clean_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """An IrisError is the user's problem to fix: show its message, not a traceback."""
+
+    @wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except IrisError as exc:
+            raise click.ClickException(exc.message) from None
+
+    return wrapper

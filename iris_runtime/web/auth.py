@@ -13,12 +13,22 @@ from flask import Flask, Response, g, request
 
 from iris_runtime.agents.registry import AgentRegistry
 from iris_runtime.errors import IrisError
+from iris_runtime.secrets.broker import IRIS_CALLER
 from iris_runtime.web.errors import error_response
 
 PUBLIC_ENDPOINTS = frozenset({"health.health"})
 # Routes a sub-agent may call with its own token.
-AGENT_ENDPOINTS = frozenset({"escalate.escalate"})
-IRIS_CALLER = "iris"
+# The secrets routes are all open to agents so that a refusal comes from the broker, which
+# audits it; the broker lets agents read allow-listed names and nothing else.
+AGENT_ENDPOINTS = frozenset(
+    {
+        "escalate.escalate",
+        "secrets.list_secrets",
+        "secrets.read_secret",
+        "secrets.put_secret",
+        "secrets.delete_secret",
+    }
+)
 
 
 def token_matches(presented: str, expected: str) -> bool:
