@@ -10,7 +10,7 @@ import click
 
 from iris_runtime.cli.common import listen_ports, plugin_host, port_problem
 from iris_runtime.config import Settings, mask
-from iris_runtime.errors import ConfigError
+from iris_runtime.errors import ConfigError, IrisError
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,32 @@ def _data_dir_checks(settings: Settings) -> list[Check]:
         checks.append(Check("data_dir", "warn", f"{path} is mode {mode:o}; expected 700"))
     else:
         checks.append(Check("data_dir", "ok", f"{path} (mode {mode:o})"))
-    token = settings.token_file
-    if token.exists() and token.stat().st_mode & 0o077:
-        checks.append(Check("token_file", "fail", f"{token} is readable by others; chmod 600"))
+    checks.extend(_private_file_checks(settings))
+    return checks
+
+
+# Files that hold tokens, keys or who-asked-for-what: anything looser than 0600 is a finding.
+PRIVATE_FILES = {
+    "token_file": "api-token",
+    "agents_json": "agents.json",
+    "secret_store_key": "secrets/store.key",
+    "secret_store": "secrets/store.enc",
+    "vault_accessors": "secrets/vault-agents.json",
+    "secrets_audit": "audit/secrets.jsonl",
+}
+
+
+def _private_file_checks(settings: Settings) -> list[Check]:
+    checks = []
+    for name, relative in PRIVATE_FILES.items():
+        path = settings.data_dir / relative
+        if not path.exists():
+            continue
+        mode = path.stat().st_mode & 0o777
+        if mode & 0o077:
+            checks.append(Check(name, "fail", f"{path} is mode {mode:o}; run chmod 600 {path}"))
+        else:
+            checks.append(Check(name, "ok", f"{path} (mode {mode:o})"))
     return checks
 
 
@@ -73,7 +96,25 @@ def _plugin_checks(settings: Settings) -> list[Check]:
     )
     backends = sorted(host.secret_backends())
     checks.append(Check("secret_backends", "ok", ", ".join(backends) or "none installed"))
+    checks.append(_secret_store_check(settings))
     return checks
+
+
+def _secret_store_check(settings: Settings) -> Check:
+    """The mode, where values come from, and whether that store answers now."""
+    from iris_runtime.secrets.selection import broker_for
+
+    prefix = f"mode {settings.secrets_mode}"
+    if settings.secret_broker_url and settings.secrets_mode != "env":
+        return Check(
+            "secrets", "ok", f"{prefix}: resolved by the broker at {settings.secret_broker_url}"
+        )
+    try:
+        broker = broker_for(settings, plugin_host(settings).secret_backends())
+        broker.backend.check()
+    except IrisError as exc:
+        return Check("secrets", "fail", f"{prefix}: {exc.message}")
+    return Check("secrets", "ok", f"{prefix}: {broker.backend.describe()}")
 
 
 KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}

@@ -15,6 +15,7 @@ from datetime import datetime
 import click
 
 from iris_runtime.cli.common import clean_errors, load_settings, plugin_host
+from iris_runtime.runtime import prepare_data_dir
 from iris_runtime.secrets.audit import DECISIONS, AuditRecord
 from iris_runtime.secrets.broker import IRIS_CALLER, SecretBroker
 from iris_runtime.secrets.selection import broker_for
@@ -22,6 +23,7 @@ from iris_runtime.secrets.selection import broker_for
 
 def _broker() -> SecretBroker:
     settings = load_settings()
+    prepare_data_dir(settings)
     return broker_for(settings, plugin_host(settings).secret_backends())
 
 

@@ -17,6 +17,7 @@ from typing import Generic, Protocol, TypeVar
 
 from iris_runtime.config import Settings
 from iris_runtime.engine.provider import ProviderError
+from iris_runtime.secrets.client import BrokerClient, BrokerRefused, BrokerUnreachable
 
 
 class KeyResolver(Protocol):
@@ -66,7 +67,48 @@ class OptionalKey:
         return self.inner() or self.placeholder
 
 
+class KeyUnavailable(Exception):
+    """A resolver could not get the key and knows why (broker refused or unreachable)."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+
+
+@dataclass(frozen=True)
+class BrokerKey:
+    """A key fetched from the parent's secret broker under the same name as its variable
+    (``ANTHROPIC_API_KEY``): a sub-agent in ``store``/``proxy`` mode has no keys of its own."""
+
+    var: str
+    client: BrokerClient
+
+    @property
+    def source(self) -> str:
+        return f"{self.var} from the secret broker at {self.client.url}"
+
+    def __call__(self) -> str | None:
+        try:
+            return self.client.get(self.var)
+        except BrokerRefused as exc:
+            raise KeyUnavailable(exc.message, retryable=False) from None
+        except BrokerUnreachable as exc:
+            raise KeyUnavailable(exc.message, retryable=True) from None
+
+
+_broker_clients: dict[tuple[str, str], BrokerClient] = {}
+
+
 def env_key(settings: Settings, var: str) -> KeyResolver:
+    """The key named ``var``: from the broker when this runtime has one (a sub-agent in
+    ``store``/``proxy`` mode), else from the environment."""
+    if settings.secret_broker_url and settings.secrets_mode != "env":
+        ident = (settings.secret_broker_url, settings.api_token)
+        client = _broker_clients.setdefault(
+            ident, BrokerClient(settings.secret_broker_url, settings.api_token)
+        )
+        return BrokerKey(var, client)
     return EnvKey(var, settings.env)
 
 

@@ -37,7 +37,7 @@ from iris_runtime.config import Settings
 from iris_runtime.engine.provider import Notice, ProviderError, ProviderEvent, ProviderRequest
 from iris_runtime.engine.tools import RAW_ARGUMENTS
 from iris_runtime.errors import ConfigError
-from iris_runtime.providers.keys import ClientCache, KeyResolver, missing_key
+from iris_runtime.providers.keys import ClientCache, KeyResolver, KeyUnavailable, missing_key
 from iris_runtime.providers.models import ModelInfo, resolve_model
 
 log = logging.getLogger(__name__)
@@ -321,7 +321,11 @@ class RetryingProvider(ABC, Generic[ClientT, CallT]):
         self._clients = ClientCache(self.new_client)
 
     def stream(self, request: ProviderRequest, abort: threading.Event) -> Iterator[ProviderEvent]:
-        key = self.key()
+        try:
+            key = self.key()
+        except KeyUnavailable as exc:
+            yield ProviderError(f"{self.name}: {exc.message}", retryable=exc.retryable)
+            return
         if key is None:
             yield missing_key(self.name, self.key)
             return

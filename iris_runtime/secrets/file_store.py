@@ -66,6 +66,11 @@ class FileSecretStore:
         return f"file {self.data_path} (encrypted, key {self.key_path})"
 
     def check(self) -> None:
+        # Diagnose without creating anything: a missing key is fine until the first write.
+        if not self.key_path.exists():
+            if self.data_path.exists():
+                raise ConfigError(f"{self.data_path} exists but its key {self.key_path} is gone")
+            return
         self._read()
 
     # -- storage ---------------------------------------------------------------------------

@@ -1,0 +1,76 @@
+"""A sub-agent in ``store`` mode holds no LLM key: its provider fetches the key from the
+parent's broker with the agent's own token, and a refusal is a clear provider error."""
+
+from __future__ import annotations
+
+import secrets as random
+from collections.abc import Callable
+from pathlib import Path
+
+from iris_runtime.agents.registry import AgentRegistry
+from iris_runtime.engine.provider import ProviderError
+from iris_runtime.testing.fake_llm import FAKE_API_KEY, FakeAnthropic, Reply, Text
+from iris_runtime.testing.server import IrisServer, free_port
+from tests.providers.common import claude, collect, text_of
+
+
+def parent_with_key(start_iris: Callable[..., IrisServer]) -> IrisServer:
+    parent = start_iris()
+    assert (
+        parent.request(
+            "PUT", "/secrets/ANTHROPIC_API_KEY", json_body={"value": FAKE_API_KEY}
+        ).status
+        == 200
+    )
+    return parent
+
+
+def register(parent: IrisServer, name: str, secrets: list[str]) -> str:
+    token = f"{name}-" + random.token_urlsafe(24)
+    AgentRegistry(parent.data_dir / "agents.json").register(
+        name, "http://127.0.0.1:4100", secrets, token
+    )
+    return token
+
+
+def as_subagent(parent_url: str, token: str) -> dict[str, str]:
+    return {
+        "ANTHROPIC_API_KEY": "",
+        "IRIS_SECRET_BROKER_URL": parent_url,
+        "IRIS_API_TOKEN": token,
+        "IRIS_SECRETS_MODE": "store",
+    }
+
+
+def test_the_llm_key_comes_from_the_broker(
+    tmp_path: Path, fake_anthropic: FakeAnthropic, start_iris: Callable[..., IrisServer]
+) -> None:
+    parent = parent_with_key(start_iris)
+    token = register(parent, "helper", ["ANTHROPIC_API_KEY"])
+    fake_anthropic.enqueue(Reply([Text("hello from claude")]))
+    provider = claude(tmp_path, fake_anthropic, **as_subagent(parent.url, token))
+    assert text_of(collect(provider)) == "hello from claude"
+    audit = (parent.data_dir / "audit" / "secrets.jsonl").read_text()
+    assert '"caller": "helper"' in audit and FAKE_API_KEY not in audit
+
+
+def test_a_key_not_on_the_allow_list_is_a_clear_non_retryable_error(
+    tmp_path: Path, fake_anthropic: FakeAnthropic, start_iris: Callable[..., IrisServer]
+) -> None:
+    parent = parent_with_key(start_iris)
+    token = register(parent, "stranger", ["SOMETHING_ELSE"])
+    events = collect(claude(tmp_path, fake_anthropic, **as_subagent(parent.url, token)))
+    errors = [e for e in events if isinstance(e, ProviderError)]
+    assert len(errors) == 1 and not errors[0].retryable
+    assert "allow-list" in errors[0].message
+    assert fake_anthropic.requests == []
+
+
+def test_an_unreachable_broker_is_a_retryable_error(
+    tmp_path: Path, fake_anthropic: FakeAnthropic
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    events = collect(claude(tmp_path, fake_anthropic, **as_subagent(dead, "t" * 32)))
+    errors = [e for e in events if isinstance(e, ProviderError)]
+    assert len(errors) == 1 and errors[0].retryable
+    assert "unreachable" in errors[0].message
