@@ -20,7 +20,17 @@ SESSION_PREFIX = "SESSION-"
 MAX_FILENAME_BYTES = 200
 # Top-level names of the data dir that a channel must never alias.
 _RESERVED = frozenset(
-    {"bridge-jobs", "events", "audit", "skills", "run", "state.db", "agents.json"}
+    {
+        "bridge-jobs",
+        "events",
+        "audit",
+        "skills",
+        "run",
+        "secrets",
+        "state.db",
+        "agents.json",
+        "api-token",
+    }
 )
 
 
