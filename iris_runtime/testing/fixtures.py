@@ -3,19 +3,24 @@
 ``iris_server`` is a running ``iris serve`` with a temp data dir (offline provider);
 ``start_iris(**env)`` starts more, with extra environment (e.g. ``IRIS_PROVIDER="scripted"``);
 ``fake_anthropic`` / ``fake_openai`` are wire-level fakes of those APIs for the real SDKs.
+``openbao`` is a real OpenBao dev server shared by the session; ``vault_env`` /
+``vault_settings`` point Iris at it under a path prefix of the test's own.
 Every server started is stopped at teardown.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from iris_runtime.config import Settings
 from iris_runtime.testing.fake_llm import FakeAnthropic, FakeOpenAI
+from iris_runtime.testing.openbao import OpenBaoDev, OpenBaoError, find_bao
 from iris_runtime.testing.server import IrisServer
 
 
@@ -72,3 +77,37 @@ def write_script(tmp_path: Path) -> Callable[[list[dict[str, Any]]], Path]:
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def openbao() -> Iterator[OpenBaoDev]:
+    """A real OpenBao dev server for the whole session (KV v2 at ``secret/``).
+
+    A missing ``bao`` binary fails the test rather than skipping it: a skipped Vault suite
+    looks green while testing nothing.
+    """
+    try:
+        bao = find_bao()
+    except OpenBaoError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with OpenBaoDev(bao) as server:
+        yield server
+
+
+@pytest.fixture
+def vault_env(openbao: OpenBaoDev) -> dict[str, str]:
+    """Environment selecting the Vault backend on ``openbao`` (root token), with a path
+    prefix unique to this test so tests never see each other's secrets."""
+    return {
+        "IRIS_SECRET_BACKEND": "vault",
+        "IRIS_VAULT_ADDR": openbao.addr,
+        "IRIS_VAULT_TOKEN": openbao.root_token,
+        "IRIS_VAULT_MOUNT": "secret",
+        "IRIS_VAULT_PREFIX": f"iris-test-{uuid.uuid4().hex[:12]}",
+    }
+
+
+@pytest.fixture
+def vault_settings(vault_env: dict[str, str], tmp_path: Path) -> Settings:
+    """``Settings`` built from ``vault_env`` with a temp data dir."""
+    return Settings.from_env({**vault_env, "IRIS_DATA_DIR": str(tmp_path / "data")})
