@@ -56,6 +56,9 @@ RENEW_FRACTION = 1 / 3
 # The timer wakes at least this often, and never more often than the minimum.
 TIMER_MAX_SLEEP = 300.0
 TIMER_MIN_SLEEP = 0.5
+TIMER_MAX_BACKOFF = 60.0
+# After a failed renewal of a still-valid token, try again this much later.
+RENEW_RETRY_SECONDS = 2.0
 # Vault's own error text is quoted (scrubbed) up to this length.
 MAX_QUOTED = 200
 MIN_SCRUBBED = 4
@@ -136,6 +139,11 @@ class VaultConnection:
     def client(self) -> hvac.Client:
         return self._client
 
+    @property
+    def logins(self) -> int:
+        """How many times this connection logged in (diagnostics)."""
+        return self._generation
+
     def close(self) -> None:
         if self._timer is not None:
             self._timer.stop()
@@ -175,8 +183,12 @@ class VaultConnection:
 
     # -- authentication ---------------------------------------------------------------------
 
-    def ensure_login(self) -> None:
-        """Log in if we never did; renew (or log in again) when the token is due."""
+    def ensure_login(self, *, strict: bool = False) -> None:
+        """Log in if we never did; renew (or log in again) when the token is due.
+
+        A failed renewal while the token is still valid is not the request's problem: it is
+        retried a little later and the request goes ahead (``strict`` raises it anyway).
+        """
         if not self._managed:
             return
         if self._logged_in and time.monotonic() < self._renew_at:
@@ -185,7 +197,19 @@ class VaultConnection:
             if not self._logged_in:
                 self._login_locked()
             elif time.monotonic() >= self._renew_at:
-                self._refresh_locked()
+                self._refresh_or_defer_locked(strict)
+
+    def _refresh_or_defer_locked(self, strict: bool) -> None:
+        try:
+            self._refresh_locked()
+        except SecretStoreUnavailable as exc:
+            now = time.monotonic()
+            if now >= self._expires_at:
+                raise  # no valid token to fall back on
+            self._renew_at = min(self._expires_at, now + RENEW_RETRY_SECONDS)
+            if strict:
+                raise
+            log.debug("vault: token renewal deferred: %s", exc.message)
 
     def check_token(self) -> None:
         """Ask Vault about our token: proves it is reachable, unsealed and accepts us."""
@@ -219,7 +243,7 @@ class VaultConnection:
         self._set_lease(ttl, renewable)
         self._logged_in = True
         self._generation += 1
-        log.info("vault: %s succeeded (token ttl %s)", self.auth_method, _ttl_text(ttl))
+        log.info("vault: %s login succeeded (token ttl %s)", self.auth_method, _ttl_text(ttl))
 
     def _login_call(self, op: Callable[[hvac.Client], object], what: str) -> object:
         error: IrisError
@@ -262,12 +286,22 @@ class VaultConnection:
             raise self._token_dead()
         auth = reply.get("auth") or {}
         ttl = float(auth.get("lease_duration") or 0)
-        if refused or (approle and ttl < self._granted_ttl * RENEW_FRACTION):
+        capped = ttl < self._granted_ttl * RENEW_FRACTION
+        if refused or (approle and capped):
             # Renewal refused (revoked, expired) or capped by the max TTL: a new login is
             # the way to a token that lasts.
             self._login_locked()
             return
         self._set_lease(ttl, bool(auth.get("renewable")), keep_granted=True)
+        if capped:
+            # A static token near its max TTL: renewing again gains nothing, only load.
+            self._renew_at = math.inf
+            log.warning(
+                "vault: the configured token reaches its max TTL in %s; set a new "
+                "IRIS_VAULT_TOKEN before then",
+                _ttl_text(ttl),
+            )
+            return
         log.debug("vault: token renewed (ttl %s)", _ttl_text(ttl))
 
     def _relogin_after_denied(self, generation: int) -> bool:
@@ -375,22 +409,31 @@ class _RenewTimer:
 
 
 def _renew_loop(ref: weakref.ref[VaultConnection], stop: threading.Event) -> None:
+    failures = 0
     while True:
         connection = ref()
         if connection is None:
             return
-        pause = min(TIMER_MAX_SLEEP, max(TIMER_MIN_SLEEP, connection.next_renewal_in()))
+        pause = max(TIMER_MIN_SLEEP, connection.next_renewal_in())
+        if failures:
+            pause = max(pause, min(TIMER_MAX_BACKOFF, 2.0**failures))
         del connection  # no strong reference while asleep
-        if stop.wait(pause):
+        if stop.wait(min(TIMER_MAX_SLEEP, pause)):
             return
         connection = ref()
         if connection is None:
             return
         try:
-            connection.ensure_login()
+            connection.ensure_login(strict=True)
         except SecretStoreUnavailable as exc:
-            # Messages are safe by construction; the next request retries anyway.
-            log.warning("vault: background token renewal failed: %s", exc.message)
+            # Said once per outage, not every retry; messages are safe by construction.
+            level = logging.WARNING if failures == 0 else logging.DEBUG
+            log.log(level, "vault: background token renewal failed: %s", exc.message)
+            failures += 1
+        else:
+            if failures:
+                log.info("vault: background token renewal works again")
+            failures = 0
         del connection
 
 

@@ -26,7 +26,6 @@ import fcntl
 import json
 import os
 import secrets as _secrets
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -95,6 +94,13 @@ def policy_name(agent: str) -> str:
     return f"{POLICY_PREFIX}{agent}"
 
 
+def secrets_path(settings: Settings) -> str:
+    """Where the secrets live: the proxy path in proxy mode (as the broker reads them)."""
+    if settings.secrets_mode == "proxy":
+        return settings.vault_proxy_path or settings.vault_prefix
+    return settings.vault_prefix
+
+
 def policy_rules(mount: str, prefix: str, secrets: Iterable[str]) -> str:
     """HCL granting ``read`` on exactly ``<mount>/data/<prefix>/<NAME>`` for each name.
 
@@ -124,8 +130,6 @@ class AgentVaultIdentity:
         client = client_factory() if client_factory is not None else None
         self._vault = VaultConnection(settings, client=client)
         self.records_path = settings.data_dir / "secrets" / RECORDS_FILE
-        self._role_ready = False
-        self._role_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"AgentVaultIdentity({self._vault.addr!r}, records={str(self.records_path)!r})"
@@ -143,7 +147,7 @@ class AgentVaultIdentity:
             old = records.get(agent)
             if old is not None:
                 self._revoke_accessor(str(old.get("accessor", "")))
-            rules = policy_rules(self._settings.vault_mount, self._settings.vault_prefix, names)
+            rules = policy_rules(self._settings.vault_mount, secrets_path(self._settings), names)
             self._write_policy(agent, rules)
             self._ensure_role()
             issued = self._create_token(agent, wrap_ttl)
@@ -195,15 +199,12 @@ class AgentVaultIdentity:
         )
 
     def _ensure_role(self) -> None:
-        """Create (or correct) the token role once per process; idempotent on the Vault side."""
-        if self._role_ready:
-            return
-        with self._role_lock:
-            self._vault.call(
-                lambda c: c.write_data(f"auth/token/roles/{TOKEN_ROLE}", data=_role_params()),
-                what=f"the write of token role {TOKEN_ROLE!r}",
-            )
-            self._role_ready = True
+        # Written on every provision (rare, idempotent): a role deleted or loosened by hand
+        # is put back as it must be.
+        self._vault.call(
+            lambda c: c.write_data(f"auth/token/roles/{TOKEN_ROLE}", data=_role_params()),
+            what=f"the write of token role {TOKEN_ROLE!r}",
+        )
 
     def _create_token(self, agent: str, wrap_ttl: str | None) -> IssuedToken:
         params = {

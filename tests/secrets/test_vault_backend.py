@@ -345,6 +345,24 @@ def test_approle_token_past_its_max_ttl_logs_in_again(
         store.close()
 
 
+def test_concurrent_requests_after_a_revocation_log_in_once(
+    vault_settings: Settings, openbao: OpenBaoDev
+) -> None:
+    role_id, secret_id = approle(openbao, vault_settings.vault_prefix)
+    store = VaultBackend(approle_settings(vault_settings, role_id, secret_id))
+    try:
+        store.put("HOT", "v")
+        openbao.client().auth.token.revoke(store.connection.client.token)
+        logins = store.connection.logins
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            results = list(pool.map(lambda _: store.get("HOT"), range(200)))
+        assert results == ["v"] * 200
+        # Every thread saw the same 403; one new login served them all.
+        assert store.connection.logins == logins + 1
+    finally:
+        store.close()
+
+
 def test_approle_bad_secret_id(vault_settings: Settings, openbao: OpenBaoDev) -> None:
     role_id, _ = approle(openbao, vault_settings.vault_prefix)
     wrong = str(uuid.uuid4())

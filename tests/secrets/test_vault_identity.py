@@ -7,6 +7,7 @@ import json
 import stat
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 
 import hvac
 import hvac.exceptions
@@ -196,6 +197,20 @@ def test_bad_names_are_refused(identity: AgentVaultIdentity) -> None:
         identity.provision("ok", ["secret/*"])
     with pytest.raises(InvalidInput):
         identity.provision("ok", ['A" { capabilities = ["sudo"] } path "x'])
+
+
+def test_proxy_mode_policies_cover_the_proxy_path(
+    vault_settings: Settings, agent: str, openbao: OpenBaoDev
+) -> None:
+    settings = replace(vault_settings, secrets_mode="proxy", vault_proxy_path="ops/apps")
+    ids = AgentVaultIdentity(settings)
+    try:
+        ids.provision(agent, ["SMTP"], wrap_ttl=None)
+        rules = openbao.client().sys.read_policy(policy_name(agent))["data"]["rules"]
+        assert 'path "secret/data/ops/apps/SMTP"' in rules
+    finally:
+        ids.revoke(agent)
+        ids.close()
 
 
 def test_client_factory_is_used(vault_settings: Settings, agent: str, openbao: OpenBaoDev) -> None:
