@@ -1,0 +1,18 @@
+"""Registers the ``get-secret`` skill folder with Iris (entry point ``get_secret`` in the
+``iris`` group), so every agent running with this package installed sees the skill in its
+system prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from iris_runtime import hookimpl
+
+SKILL_DIR = Path(__file__).resolve().parent / "skill"
+
+
+@hookimpl
+def register_skills(register: Callable[[Any], None]) -> None:
+    register(SKILL_DIR)
