@@ -58,8 +58,10 @@ def register_skills(register: Callable[[Any], None]) -> None:
     """Contribute skill folders.
 
     Call ``register(path)`` with a folder holding a ``SKILL.md`` whose frontmatter gives at least
-    ``name`` and ``description``. Skills in the workspace's own ``skills/`` folder win over
-    plugin skills of the same name.
+    ``name`` and ``description``; it may also declare ``secrets: [NAME, ...]``, the secret
+    names the skill's scripts fetch (spawning an agent with the skill puts them on its
+    allow-list). Skills in the workspace's own ``skills/`` folder win over plugin skills of the
+    same name.
     """
 
 
@@ -79,8 +81,22 @@ def register_providers(register: Callable[[str, Any], None]) -> None:
 def register_secret_backends(register: Callable[[str, Any], None]) -> None:
     """Contribute secret backends for the secret broker.
 
-    Call ``register(name, factory)`` where ``factory(settings)`` returns an object that resolves
-    secret names to values. The broker picks the backend named by its configuration.
+    Call ``register(name, factory)`` where ``factory(settings)`` returns a backend; the broker
+    uses the one named by ``IRIS_SECRET_BACKEND`` (in ``store`` mode). Built in: ``file``,
+    ``vault``, ``env``. A backend has a ``name`` and these methods
+    (``iris_runtime.secrets.backend.SecretBackend``):
+
+    - ``get(name) -> str | None``: the value, ``None`` when there is no such secret;
+    - ``put(name, value)`` and ``delete(name) -> bool`` (False when absent); a read-only store
+      raises ``ReadOnlyStore`` (HTTP 409);
+    - ``names() -> list[str]``: every name, never values;
+    - ``describe() -> str``: one line for ``iris doctor``, without credentials;
+    - ``check()``: raises when the store cannot answer.
+
+    Raise ``SecretStoreUnavailable`` (HTTP 503) when the store cannot answer now; the broker
+    retries on the next request. The factory must not connect anywhere: a store that is down
+    at start-up must not keep Iris from starting. Names arrive already validated; values must
+    never appear in logs or exception messages.
     """
 
 

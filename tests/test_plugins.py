@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from iris_runtime.testing.server import IrisServer, clean_environment, free_port
 pytestmark = pytest.mark.slow
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "plugin_fixture"
-BUILTINS = {"bridge", "providers", "tools"}
+BUILTINS = {"bridge", "providers", "secrets", "tools"}
 HOOK_NAMES = sorted(
     name
     for name, function in inspect.getmembers(hookspecs, inspect.isfunction)
@@ -169,7 +169,26 @@ def test_doctor_sees_the_plugin_contributions(tmp_path: Path) -> None:
     assert checks["provider"] == {"name": "provider", "status": "ok", "detail": "probe"}
     assert checks["sandbox"]["status"] == "ok"
     assert "probe" in checks["sandbox"]["detail"]
-    assert checks["secret_backends"]["detail"] == "probe"
+    assert "probe" in checks["secret_backends"]["detail"].split(", ")
+
+
+def test_a_plugin_secret_backend_serves_the_broker(start_iris: Callable[..., IrisServer]) -> None:
+    iris = start_iris(
+        PYTHONPATH=python_path(), IRIS_LOAD_PLUGINS="probe", IRIS_SECRET_BACKEND="probe"
+    )
+    assert iris.get("/secrets/probe-secret").json()["value"] == "not-really-a-secret"
+    assert iris.get("/secrets").json()["names"] == ["probe-secret"]
+    assert iris.get("/secrets/other").status == 404
+    refused = iris.request("PUT", "/secrets/other", json_body={"value": "v"})
+    assert refused.status == 409
+
+
+def test_an_unknown_secret_backend_is_a_start_up_error(tmp_path: Path) -> None:
+    env = cli_env(tmp_path, IRIS_SECRET_BACKEND="nope")
+    result = run_iris("doctor", "--json", env=env)
+    checks = {check["name"]: check for check in json.loads(result.stdout)["checks"]}
+    assert checks["secrets"]["status"] == "fail"
+    assert "'nope'" in checks["secrets"]["detail"] and "known:" in checks["secrets"]["detail"]
 
 
 def test_contributions_reach_the_plugin_host(tmp_path: Path) -> None:

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from iris_runtime.agents.registry import AgentEntry, AgentRegistry, registry_for
 from iris_runtime.cli.common import clean_errors, load_settings
-from iris_runtime.config import mask
+from iris_runtime.config import Settings, mask
+from iris_runtime.errors import IrisError
+from iris_runtime.secrets.selection import backend_name
+
+if TYPE_CHECKING:
+    from iris_runtime.secrets.vault_identity import AgentVaultIdentity
 
 
 def _registry() -> AgentRegistry:
@@ -61,6 +67,19 @@ def agents() -> None:
     is_flag=True,
     help="Replace the agent's secret list instead of adding to it.",
 )
+@click.option(
+    "--vault-token",
+    is_flag=True,
+    help="Also issue the agent its own Vault token, limited to its secrets (vault backend). "
+    "Prints a single-use wrapping token on stdout.",
+)
+@click.option(
+    "--vault-wrap-ttl",
+    default="5m",
+    show_default=True,
+    metavar="TTL",
+    help="How long the wrapping token can be unwrapped.",
+)
 @clean_errors
 def register(
     name: str,
@@ -69,22 +88,71 @@ def register(
     secrets_csv: str,
     token_stdin: bool,
     replace_secrets: bool,
+    vault_token: bool,
+    vault_wrap_ttl: str,
 ) -> None:
     """Register NAME at BRIDGE_URL, or update it (secrets are merged, the token kept)."""
     names = [*secret_names, *(s.strip() for s in secrets_csv.split(",") if s.strip())]
     token = _read_token() if token_stdin else None
-    registry = _registry()
+    settings = load_settings()
+    identity = _vault_identity(settings, required=vault_token)
+    registry = registry_for(settings)
+    previous = registry.get(name)
     entry = registry.register(name, bridge_url, names, token, merge_secrets=not replace_secrets)
-    click.echo(f"registered {entry.name} in {registry.path}")
-    _print_entry(entry)
+    click.echo(f"registered {entry.name} in {registry.path}", err=vault_token)
+    _print_entry(entry, err=vault_token)
+    if identity is None:
+        return
+    try:
+        if vault_token:
+            issued = identity.provision(entry.name, entry.secrets, wrap_ttl=vault_wrap_ttl)
+        else:
+            identity.update_policy(entry.name, entry.secrets)  # its policy follows its list
+            return
+    except IrisError:
+        _restore(registry, entry.name, previous)  # all or nothing: no agent without its token
+        raise
+    click.echo(
+        f"Vault token issued (accessor {issued.accessor}). Give the agent the single-use "
+        f"wrapping token below; it unwraps it once within {vault_wrap_ttl}:",
+        err=True,
+    )
+    click.echo(issued.wrapping_token or "")
+
+
+def _vault_identity(settings: Settings, *, required: bool) -> AgentVaultIdentity | None:
+    """The per-agent Vault identity manager when the broker uses Vault, else None."""
+    if backend_name(settings) != "vault":
+        if required:
+            raise click.ClickException(
+                "--vault-token needs the vault backend (IRIS_SECRET_BACKEND=vault or "
+                "IRIS_SECRETS_MODE=proxy)"
+            )
+        return None
+    from iris_runtime.secrets.vault_identity import AgentVaultIdentity
+
+    return AgentVaultIdentity(settings)
+
+
+def _restore(registry: AgentRegistry, name: str, previous: AgentEntry | None) -> None:
+    if previous is None:
+        registry.unregister(name)
+    else:
+        registry.register(
+            name, previous.bridge_url, previous.secrets, previous.token, merge_secrets=False
+        )
 
 
 @agents.command()
 @click.argument("name")
 @clean_errors
 def unregister(name: str) -> None:
-    """Remove NAME from the registry."""
-    registry = _registry()
+    """Remove NAME from the registry, revoking its Vault token first if it has one."""
+    settings = load_settings()
+    registry = registry_for(settings)
+    identity = _vault_identity(settings, required=False)
+    if identity is not None and identity.revoke(name):
+        click.echo(f"revoked {name}'s Vault token and policy")
     if not registry.unregister(name):
         raise click.ClickException(f"no agent named {name!r} in {registry.path}")
     click.echo(f"unregistered {name}")
@@ -110,8 +178,8 @@ def list_agents(as_json: bool) -> None:
         click.echo(f"{entry.name:<{width}}  {entry.bridge_url}  secrets={secrets}  token={token}")
 
 
-def _print_entry(entry: AgentEntry) -> None:
+def _print_entry(entry: AgentEntry, *, err: bool = False) -> None:
     public = _public(entry)
-    click.echo(f"  bridge_url  {public['bridge_url']}")
-    click.echo(f"  secrets     {', '.join(entry.secrets) or '-'}")
-    click.echo(f"  token       {public['token'] or '-'}")
+    click.echo(f"  bridge_url  {public['bridge_url']}", err=err)
+    click.echo(f"  secrets     {', '.join(entry.secrets) or '-'}", err=err)
+    click.echo(f"  token       {public['token'] or '-'}", err=err)

@@ -179,6 +179,18 @@ class AgentVaultIdentity:
                 self._write(records)
         return record is not None
 
+    def update_policy(self, agent: str, secrets: Iterable[str]) -> bool:
+        """Rewrite the agent's policy to its current allow-list, keeping its token; False (and
+        nothing written) when the agent has no Vault token."""
+        agent = _check_agent(agent)
+        names = [validate_secret_name(name) for name in secrets]
+        with self._locked():
+            if agent not in self._load():
+                return False
+            rules = policy_rules(self._settings.vault_mount, secrets_path(self._settings), names)
+            self._write_policy(agent, rules)
+        return True
+
     def accessor(self, agent: str) -> str | None:
         record = self._load().get(_check_agent(agent))
         return None if record is None else str(record.get("accessor") or "") or None

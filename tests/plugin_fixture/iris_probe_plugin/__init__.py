@@ -79,12 +79,32 @@ def create_provider(settings: Any) -> ProbeProvider:
 
 
 class ProbeSecrets:
-    """Resolves a fixed, fake secret; anything else is unknown."""
+    """Resolves a fixed, fake secret; anything else is unknown. Read-only."""
 
+    name = "probe"
     values = {"probe-secret": "not-really-a-secret"}  # noqa: RUF012
 
     def get(self, name: str) -> str | None:
         return self.values.get(name)
+
+    def put(self, name: str, value: str) -> None:
+        from iris_runtime.secrets.backend import ReadOnlyStore
+
+        raise ReadOnlyStore("the probe store is read-only")
+
+    def delete(self, name: str) -> bool:
+        from iris_runtime.secrets.backend import ReadOnlyStore
+
+        raise ReadOnlyStore("the probe store is read-only")
+
+    def names(self) -> list[str]:
+        return sorted(self.values)
+
+    def describe(self) -> str:
+        return "probe (fixed values)"
+
+    def check(self) -> None:
+        return None
 
 
 def create_secret_backend(settings: Any) -> ProbeSecrets:
