@@ -6,7 +6,6 @@ Uses a raft-storage OpenBao (a dev server cannot restart sealed), so it takes a 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,24 +13,11 @@ import pytest
 from iris_runtime.config import Settings
 from iris_runtime.secrets.backend import SecretStoreUnavailable
 from iris_runtime.secrets.vault import VaultBackend
-from iris_runtime.testing.openbao import OpenBaoError, OpenBaoRaft, find_bao
+from iris_runtime.testing.openbao import OpenBaoRaft
 
 pytestmark = pytest.mark.slow
 
 VALUE = "restart-survivor-value"
-
-
-@pytest.fixture
-def raft() -> Iterator[OpenBaoRaft]:
-    try:
-        bao = find_bao()
-    except OpenBaoError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    with OpenBaoRaft(bao) as server:
-        server.init()
-        server.unseal()
-        server.client().sys.enable_secrets_engine("kv", path="secret", options={"version": "2"})
-        yield server
 
 
 def unavailable(backend: VaultBackend) -> str:
