@@ -22,10 +22,7 @@ look the token up or revoke it, useless to read a secret with.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
-import secrets as _secrets
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from iris_runtime.agents.registry import NAME_RE
 from iris_runtime.errors import InvalidInput, IrisError
+from iris_runtime.private_files import file_lock, private_dir, write_private_file
 from iris_runtime.secrets.backend import validate_secret_name
-from iris_runtime.secrets.vault import VaultConnection, as_dict
+from iris_runtime.secrets.vault_connection import VaultConnection, as_dict
 
 if TYPE_CHECKING:
     import hvac
@@ -45,8 +43,6 @@ TOKEN_ROLE = "iris-agents"  # noqa: S105 (a role name, not a secret)
 POLICY_PREFIX = "iris-agent-"
 TOKEN_PERIOD = "24h"  # noqa: S105 (a duration, not a secret)
 RECORDS_FILE = "vault-agents.json"
-FILE_MODE = 0o600
-DIR_MODE = 0o700
 
 # What an agent token may do besides reading its secrets: know and renew itself (a periodic
 # token dies if it is not renewed). Vault's default policy would grant much more.
@@ -297,42 +293,14 @@ class AgentVaultIdentity:
     def _locked(self) -> Iterator[None]:
         # The lock spans the Vault calls too: two provisions of one agent must not both leave
         # a live token behind.
-        directory = self.records_path.parent
-        directory.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-        os.chmod(directory, DIR_MODE)
-        lock_path = self.records_path.with_name(self.records_path.name + ".lock")
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        private_dir(self.records_path.parent)
+        with file_lock(self.records_path.with_name(self.records_path.name + ".lock")):
             yield
-        finally:
-            os.close(fd)
 
     def _write(self, records: dict[str, dict[str, Any]]) -> None:
         """Atomically replace the records file (caller holds the lock)."""
         data = (json.dumps(dict(sorted(records.items())), indent=2) + "\n").encode("utf-8")
-        directory = self.records_path.parent
-        tmp = directory / f".{RECORDS_FILE}.{os.getpid()}.{_secrets.token_hex(6)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
-        try:
-            try:
-                os.fchmod(fd, FILE_MODE)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.records_path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            raise
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_private_file(self.records_path, data)
 
 
 def _role_params() -> dict[str, object]:

@@ -1,0 +1,467 @@
+"""The authenticated connection to Vault/OpenBao that the backend and the per-agent identity
+share.
+
+- One hvac client serves every gunicorn thread. Its requests session gets a connection pool big
+  enough for a burst of concurrent reads, so threads do not queue behind each other or churn
+  sockets.
+- Authentication (a static token or an AppRole login) is state shared by all threads. Logging
+  in and renewing happen under one lock; the common path (a valid token) takes no lock at all.
+  The token is renewed when less than a third of its TTL is left: checked before each request
+  and by a small daemon timer, so an idle Iris does not let a periodic token lapse.
+- Vault being down, sealed or refusing us is an operational state, not a bug: every such
+  failure becomes :class:`SecretStoreUnavailable` (HTTP 503) naming the address and the cause,
+  and the next request simply tries again, so Iris recovers by itself once Vault is back.
+- hvac exceptions carry request URLs, response bodies and (through requests) headers. None of
+  that may travel: our errors are raised outside the ``except`` block, so they have neither a
+  cause nor a context, and any Vault text we quote is scrubbed of the credentials we hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import hvac
+import hvac.exceptions as hvac_errors
+import requests
+from requests.adapters import HTTPAdapter
+
+from iris_runtime.errors import IrisError
+from iris_runtime.secrets.backend import (
+    SecretStoreUnavailable,
+)
+
+if TYPE_CHECKING:
+    from iris_runtime.config import Settings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Connections kept per host: more than the default 10, so a burst of concurrent reads from
+# gunicorn's threads reuses sockets instead of opening and dropping one per request.
+POOL_SIZE = 64
+# Renew once less than this fraction of the granted TTL is left.
+RENEW_FRACTION = 1 / 3
+# The timer wakes at least this often, and never more often than the minimum.
+TIMER_MAX_SLEEP = 300.0
+TIMER_MIN_SLEEP = 0.5
+TIMER_MAX_BACKOFF = 60.0
+# After a failed renewal of a still-valid token, try again this much later.
+RENEW_RETRY_SECONDS = 2.0
+# Vault's own error text is quoted (scrubbed) up to this length.
+MAX_QUOTED = 200
+MIN_SCRUBBED = 4
+
+_TRANSPORT_ERRORS: tuple[type[Exception], ...] = (requests.exceptions.RequestException,)
+_VAULT_ERRORS: tuple[type[Exception], ...] = (hvac_errors.VaultError,)
+_DENIED = (hvac_errors.Forbidden, hvac_errors.Unauthorized)
+_STATUS = {
+    hvac_errors.InvalidRequest: 400,
+    hvac_errors.Unauthorized: 401,
+    hvac_errors.Forbidden: 403,
+    hvac_errors.InvalidPath: 404,
+    hvac_errors.RateLimitExceeded: 429,
+    hvac_errors.InternalServerError: 500,
+    hvac_errors.VaultNotInitialized: 501,
+    hvac_errors.BadGateway: 502,
+    hvac_errors.VaultDown: 503,
+}
+
+
+def new_client(settings: Settings, token: str = "") -> hvac.Client:
+    """An hvac client for ``settings.vault_addr`` with a pooled session.
+
+    ``token=""`` (not None) keeps hvac from picking up ``VAULT_TOKEN`` or ``~/.vault-token``:
+    the settings are the only source of configuration.
+    """
+    session = requests.Session()
+    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    # hvac takes ``verify`` from a given session over its own argument, so set it here.
+    session.verify = settings.vault_cacert or True
+    return hvac.Client(
+        url=settings.vault_addr,
+        token=token,
+        verify=settings.vault_cacert or True,
+        timeout=settings.vault_timeout_seconds,
+        session=session,
+    )
+
+
+def as_dict(response: object) -> dict[str, Any]:
+    """hvac's JSON body, or {} for a bodiless answer (hvac returns a Response for a 204)."""
+    return response if isinstance(response, dict) else {}
+
+
+class VaultConnection:
+    """An authenticated hvac client shared by threads.
+
+    ``call(op)`` runs ``op(client)`` after making sure the token is fresh, retries once after a
+    re-login when a 403 turns out to be an expired token, and turns every failure into
+    :class:`SecretStoreUnavailable`. With ``client`` given, that client is used as it is and its
+    authentication is the caller's business (tests, admin tools).
+    """
+
+    def __init__(self, settings: Settings, *, client: hvac.Client | None = None) -> None:
+        self.addr = settings.vault_addr
+        self._settings = settings
+        self._managed = client is None
+        self._client = client if client is not None else new_client(settings)
+        self._lock = threading.Lock()
+        self._logged_in = not self._managed
+        # Bumped on each login, so threads that all saw the same 403 re-login only once.
+        self._generation = 0
+        self._granted_ttl = 0.0
+        self._expires_at = math.inf
+        self._renew_at = math.inf
+        self._renewable = False
+        self._timer: _RenewTimer | None = None
+
+    @property
+    def auth_method(self) -> str:
+        if not self._managed:
+            return "external client"
+        return "approle" if self._settings.vault_role_id else "token"
+
+    @property
+    def client(self) -> hvac.Client:
+        return self._client
+
+    @property
+    def logins(self) -> int:
+        """How many times this connection logged in (diagnostics)."""
+        return self._generation
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._client.adapter.close()
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def call(self, op: Callable[[hvac.Client], T], *, what: str, scrub: Iterable[str] = ()) -> T:
+        """``op(client)``, authenticated; failures become :class:`SecretStoreUnavailable`."""
+        for attempt in (1, 2):
+            self.ensure_login()
+            generation = self._generation
+            error: IrisError | None = None
+            try:
+                return op(self._client)
+            except _DENIED:
+                pass  # decided below, outside the handler, so no hvac context is attached
+            except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
+                error = self._translate(exc, what, scrub)
+            if error is not None:
+                raise error
+            if attempt == 2 or not self._relogin_after_denied(generation):
+                break
+        raise SecretStoreUnavailable(
+            f"Vault at {self.addr} denied {what}: permission denied (check the policy of the "
+            "token Iris uses)"
+        )
+
+    def raw(self, op: Callable[[hvac.Client], T], *, what: str, scrub: Iterable[str] = ()) -> T:
+        """``op(client)`` with no authentication step and no retry, failures translated."""
+        error: IrisError
+        try:
+            return op(self._client)
+        except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
+            error = self._translate(exc, what, scrub)
+        raise error
+
+    # -- authentication ---------------------------------------------------------------------
+
+    def ensure_login(self, *, strict: bool = False) -> None:
+        """Log in if we never did; renew (or log in again) when the token is due.
+
+        A failed renewal while the token is still valid is not the request's problem: it is
+        retried a little later and the request goes ahead (``strict`` raises it anyway).
+        """
+        if not self._managed:
+            return
+        if self._logged_in and time.monotonic() < self._renew_at:
+            return
+        with self._lock:
+            if not self._logged_in:
+                self._login_locked()
+            elif time.monotonic() >= self._renew_at:
+                self._refresh_or_defer_locked(strict)
+
+    def _refresh_or_defer_locked(self, strict: bool) -> None:
+        try:
+            self._refresh_locked()
+        except SecretStoreUnavailable as exc:
+            now = time.monotonic()
+            if now >= self._expires_at:
+                raise  # no valid token to fall back on
+            self._renew_at = min(self._expires_at, now + RENEW_RETRY_SECONDS)
+            if strict:
+                raise
+            log.debug("vault: token renewal deferred: %s", exc.message)
+
+    def check_token(self) -> None:
+        """Ask Vault about our token: proves it is reachable, unsealed and accepts us."""
+        self.ensure_login()
+        if self._managed:
+            self.raw(lambda c: c.auth.token.lookup_self(), what="the token lookup")
+
+    def _login_locked(self) -> None:
+        settings = self._settings
+        if settings.vault_role_id:
+            reply = as_dict(
+                self._login_call(
+                    lambda c: c.auth.approle.login(
+                        settings.vault_role_id, settings.vault_secret_id, use_token=True
+                    ),
+                    "AppRole login",
+                )
+            )
+            auth = reply.get("auth") or {}
+            ttl, renewable = float(auth.get("lease_duration") or 0), bool(auth.get("renewable"))
+        elif settings.vault_token:
+            self._client.token = settings.vault_token
+            reply = as_dict(self._login_call(lambda c: c.auth.token.lookup_self(), "token login"))
+            data = reply.get("data") or {}
+            ttl, renewable = float(data.get("ttl") or 0), bool(data.get("renewable"))
+        else:
+            raise SecretStoreUnavailable(
+                f"Vault at {self.addr}: no credentials configured; set IRIS_VAULT_TOKEN (or "
+                "IRIS_VAULT_TOKEN_FILE), or IRIS_VAULT_ROLE_ID and IRIS_VAULT_SECRET_ID"
+            )
+        self._set_lease(ttl, renewable)
+        self._logged_in = True
+        self._generation += 1
+        log.info("vault: %s login succeeded (token ttl %s)", self.auth_method, _ttl_text(ttl))
+
+    def _login_call(self, op: Callable[[hvac.Client], object], what: str) -> object:
+        error: IrisError
+        try:
+            return op(self._client)
+        except (*_DENIED, hvac_errors.InvalidRequest) as exc:
+            reason = quote_vault_error(exc, self._secrets()) or "refused"
+            error = SecretStoreUnavailable(
+                f"Vault at {self.addr} refused the {what} ({reason}); check "
+                + (
+                    "IRIS_VAULT_ROLE_ID and IRIS_VAULT_SECRET_ID"
+                    if what.startswith("AppRole")
+                    else "IRIS_VAULT_TOKEN (the token needs the default policy's lookup-self)"
+                )
+            )
+        except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
+            error = self._translate(exc, f"the {what}", ())
+        raise error
+
+    def _refresh_locked(self) -> None:
+        approle = bool(self._settings.vault_role_id)
+        if approle and (not self._renewable or time.monotonic() >= self._expires_at):
+            self._login_locked()  # nothing left to renew: a fresh login is the only way
+            return
+        if not self._renewable:
+            self._renew_at = math.inf  # a fixed-lifetime token: ride it out, 403s will tell
+            return
+        refused = False
+        error: IrisError | None = None
+        reply: dict[str, Any] = {}
+        try:
+            reply = as_dict(self._client.auth.token.renew_self())
+        except (*_DENIED, hvac_errors.InvalidRequest):
+            refused = True
+        except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
+            error = self._translate(exc, "the token renewal", ())
+        if error is not None:
+            raise error
+        if refused and not approle:
+            raise self._token_dead()
+        auth = reply.get("auth") or {}
+        ttl = float(auth.get("lease_duration") or 0)
+        capped = ttl < self._granted_ttl * RENEW_FRACTION
+        if refused or (approle and capped):
+            # Renewal refused (revoked, expired) or capped by the max TTL: a new login is
+            # the way to a token that lasts.
+            self._login_locked()
+            return
+        self._set_lease(ttl, bool(auth.get("renewable")), keep_granted=True)
+        if capped:
+            # A static token near its max TTL: renewing again gains nothing, only load.
+            self._renew_at = math.inf
+            log.warning(
+                "vault: the configured token reaches its max TTL in %s; set a new "
+                "IRIS_VAULT_TOKEN before then",
+                _ttl_text(ttl),
+            )
+            return
+        log.debug("vault: token renewed (ttl %s)", _ttl_text(ttl))
+
+    def _relogin_after_denied(self, generation: int) -> bool:
+        """After a 403: True when a retry may succeed (we logged in again, or another thread
+        did), False when the 403 is a real "your policy does not allow this"."""
+        if not self._managed:
+            return False
+        with self._lock:
+            if generation != self._generation:
+                return True
+            if self._settings.vault_role_id:
+                self._login_locked()
+                return True
+            dead = False
+            error: IrisError | None = None
+            try:
+                self._client.auth.token.lookup_self()
+            except _DENIED:
+                dead = True
+            except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
+                error = self._translate(exc, "the token lookup", ())
+            if error is not None:
+                raise error
+            if dead:
+                raise self._token_dead()
+            return False
+
+    def _token_dead(self) -> SecretStoreUnavailable:
+        return SecretStoreUnavailable(
+            f"Vault at {self.addr} no longer accepts the configured token (expired or "
+            "revoked); set a new IRIS_VAULT_TOKEN"
+        )
+
+    def _set_lease(self, ttl: float, renewable: bool, *, keep_granted: bool = False) -> None:
+        now = time.monotonic()
+        if not keep_granted or ttl > self._granted_ttl:
+            self._granted_ttl = ttl
+        self._renewable = renewable
+        if ttl <= 0:  # a root token or one without expiry
+            self._expires_at = self._renew_at = math.inf
+            return
+        self._expires_at = now + ttl
+        self._renew_at = now + ttl * (1 - RENEW_FRACTION)
+        if self._timer is None or not self._timer.alive:
+            # Also after a fork: the child inherits the object but not the thread.
+            self._timer = _RenewTimer(self)
+
+    def next_renewal_in(self) -> float:
+        return max(0.0, self._renew_at - time.monotonic())
+
+    # -- errors -----------------------------------------------------------------------------
+
+    def _secrets(self, extra: Iterable[str] = ()) -> list[str]:
+        settings = self._settings
+        held = [settings.vault_token, settings.vault_secret_id, settings.vault_role_id]
+        held.append(str(self._client.token or ""))
+        return [s for s in (*held, *extra) if s]
+
+    def _translate(self, exc: Exception, what: str, scrub: Iterable[str]) -> IrisError:
+        where = f"Vault at {self.addr}"
+        if isinstance(exc, requests.exceptions.Timeout):
+            seconds = self._settings.vault_timeout_seconds
+            return SecretStoreUnavailable(f"{where} is unreachable: timed out after {seconds:g}s")
+        if isinstance(exc, requests.exceptions.SSLError):
+            return SecretStoreUnavailable(
+                f"{where} is unreachable: TLS verification failed (check IRIS_VAULT_CACERT)"
+            )
+        if isinstance(exc, requests.exceptions.RequestException):
+            return SecretStoreUnavailable(f"{where} is unreachable: {_transport_cause(exc)}")
+        quoted = quote_vault_error(exc, self._secrets(scrub))
+        if isinstance(exc, hvac_errors.VaultDown):
+            if "sealed" in quoted.lower():
+                return SecretStoreUnavailable(f"{where} is sealed")
+            return SecretStoreUnavailable(f"{where} is unavailable (HTTP 503: {quoted})")
+        if isinstance(exc, hvac_errors.VaultNotInitialized):
+            return SecretStoreUnavailable(f"{where} is not initialized")
+        if isinstance(exc, _DENIED):
+            return SecretStoreUnavailable(f"{where} denied {what}: permission denied")
+        status = _STATUS.get(type(exc), "error")
+        detail = f": {quoted}" if quoted else ""
+        return SecretStoreUnavailable(f"{where} failed {what} (HTTP {status}{detail})")
+
+
+class _RenewTimer:
+    """Renews the token in the background of an idle process.
+
+    The thread holds only a weak reference, so a dropped connection is collected and its timer
+    ends on the next wake-up.
+    """
+
+    def __init__(self, connection: VaultConnection) -> None:
+        self._stop = threading.Event()
+        ref = weakref.ref(connection)
+        self._thread = threading.Thread(
+            target=_renew_loop, args=(ref, self._stop), name="iris-vault-renew", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _renew_loop(ref: weakref.ref[VaultConnection], stop: threading.Event) -> None:
+    failures = 0
+    while True:
+        connection = ref()
+        if connection is None:
+            return
+        pause = max(TIMER_MIN_SLEEP, connection.next_renewal_in())
+        if failures:
+            pause = max(pause, min(TIMER_MAX_BACKOFF, 2.0**failures))
+        del connection  # no strong reference while asleep
+        if stop.wait(min(TIMER_MAX_SLEEP, pause)):
+            return
+        connection = ref()
+        if connection is None:
+            return
+        try:
+            connection.ensure_login(strict=True)
+        except SecretStoreUnavailable as exc:
+            # Said once per outage, not every retry; messages are safe by construction.
+            level = logging.WARNING if failures == 0 else logging.DEBUG
+            log.log(level, "vault: background token renewal failed: %s", exc.message)
+            failures += 1
+        else:
+            if failures:
+                log.info("vault: background token renewal works again")
+            failures = 0
+        del connection
+
+
+def quote_vault_error(exc: Exception, secrets: Iterable[str]) -> str:
+    """Vault's own error text (never the response body), credentials blanked, shortened."""
+    errors = getattr(exc, "errors", None)
+    if isinstance(errors, list):
+        text = "; ".join(str(e) for e in errors)
+    elif isinstance(errors, str):
+        text = errors
+    else:
+        text = ""
+    for secret in secrets:
+        # Blanking a very short string would garble the text while protecting nothing.
+        if len(secret) >= MIN_SCRUBBED:
+            text = text.replace(secret, "****")
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_QUOTED else text[: MAX_QUOTED - 3] + "..."
+
+
+def _transport_cause(exc: requests.exceptions.RequestException) -> str:
+    # The message of a requests error embeds the URL; only a classification leaves here.
+    text = str(exc).lower()
+    if "refused" in text:
+        return "connection refused"
+    if "name or service not known" in text or "nodename nor servname" in text:
+        return "host name not found"
+    if "reset by peer" in text or "remotedisconnected" in text or "aborted" in text:
+        return "connection reset"
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return "connection failed"
+    return "request failed"
+
+
+def _ttl_text(ttl: float) -> str:
+    return "none (does not expire)" if ttl <= 0 else f"{ttl:g}s"
