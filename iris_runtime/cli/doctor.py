@@ -135,12 +135,26 @@ def _model_checks(settings: Settings) -> list[Check]:
         checks.append(Check("model", "ok", f"{info.id} (context {info.context_window:,})"))
     except ConfigError as exc:
         checks.append(Check("model", "fail", exc.message))
+    if settings.secret_broker_url and settings.secrets_mode != "env":
+        checks.append(_broker_key_check(settings, variable))
+        return checks
     key = settings.env.get(variable, "")
     if key:
         checks.append(Check("api_key", "ok", f"{variable} {mask(key)}"))
     elif not local:
         checks.append(Check("api_key", "warn", f"{variable} is not set; runs will fail"))
     return checks
+
+
+def _broker_key_check(settings: Settings, variable: str) -> Check:
+    """A sub-agent's key lives with its parent's broker: ask for it, as a run would."""
+    from iris_runtime.secrets.client import BrokerClient
+
+    try:
+        key = BrokerClient(settings.secret_broker_url or "", settings.api_token).get(variable)
+    except IrisError as exc:
+        return Check("api_key", "fail", exc.message)
+    return Check("api_key", "ok", f"{variable} {mask(key)} from the secret broker")
 
 
 def run_checks(settings: Settings) -> list[Check]:

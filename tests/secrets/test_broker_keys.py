@@ -3,6 +3,7 @@ parent's broker with the agent's own token, and a refusal is a clear provider er
 
 from __future__ import annotations
 
+import json
 import secrets as random
 from collections.abc import Callable
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 from iris_runtime.agents.registry import AgentRegistry
 from iris_runtime.engine.provider import ProviderError
 from iris_runtime.testing.fake_llm import FAKE_API_KEY, FakeAnthropic, Reply, Text
-from iris_runtime.testing.server import IrisServer, free_port
+from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
 from tests.providers.common import claude, collect, text_of
 
 
@@ -74,3 +75,27 @@ def test_an_unreachable_broker_is_a_retryable_error(
     errors = [e for e in events if isinstance(e, ProviderError)]
     assert len(errors) == 1 and errors[0].retryable
     assert "unreachable" in errors[0].message
+
+
+def test_doctor_checks_a_subagents_key_at_the_broker(
+    tmp_path: Path, start_iris: Callable[..., IrisServer]
+) -> None:
+    parent = parent_with_key(start_iris)
+    allowed = register(parent, "helper", ["ANTHROPIC_API_KEY"])
+    denied = register(parent, "stranger", [])
+
+    def api_key_check(token: str) -> dict[str, str]:
+        env = clean_environment(
+            IRIS_DATA_DIR=str(tmp_path / "sub"),
+            IRIS_PROVIDER="anthropic",
+            **as_subagent(parent.url, token),
+        )
+        result = run_iris("doctor", "--json", env=env)
+        assert FAKE_API_KEY not in result.stdout + result.stderr
+        checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+        return checks["api_key"]
+
+    ok = api_key_check(allowed)
+    assert ok["status"] == "ok" and "from the secret broker" in ok["detail"]
+    refused = api_key_check(denied)
+    assert refused["status"] == "fail" and "allow-list" in refused["detail"]
