@@ -13,7 +13,7 @@ from iris_runtime.bridge.transport import BridgeTransport
 from iris_runtime.config import Settings, ensure_api_token
 from iris_runtime.plugins import PluginHost
 from iris_runtime.runtime import Runtime
-from iris_runtime.web.api import channels, escalate, health, sessions
+from iris_runtime.web.api import channels, escalate, events, health, sessions
 from iris_runtime.web.auth import require_bearer_token
 from iris_runtime.web.bridge_app import create_bridge_app
 from iris_runtime.web.dispatch import PortDispatcher, WSGIApp, not_found_app
@@ -34,7 +34,13 @@ def _flask(name: str, runtime: Runtime) -> Flask:
 def create_api_app(runtime: Runtime) -> Flask:
     app = _flask("iris.api", runtime)
     require_bearer_token(app, runtime.settings.api_token, registry_for(runtime.settings))
-    for blueprint in (health.blueprint, sessions.blueprint, channels.blueprint, escalate.blueprint):
+    for blueprint in (
+        health.blueprint,
+        sessions.blueprint,
+        channels.blueprint,
+        escalate.blueprint,
+        events.blueprint,
+    ):
         app.register_blueprint(blueprint)
     for entry in runtime.host.blueprints():
         if entry.surface == "api":
