@@ -95,15 +95,19 @@ def add(
     replace: bool,
 ) -> None:
     """Add event NAME: immediate, or one-shot (--at), or periodic (--schedule, --timezone)."""
-    if at and schedule:
+    if at and (schedule or timezone):
         raise click.UsageError("give --at (one-shot) or --schedule (periodic), not both")
+    if bool(schedule) != bool(timezone):
+        raise click.UsageError(
+            "a periodic event needs both --schedule and --timezone (e.g. Europe/Berlin)"
+        )
     if text == "-":
         text = sys.stdin.read()
     fields: dict[str, Any] = {"type": "immediate", "channelId": channel, "text": text}
     if at:
         fields.update(type="one-shot", at=at)
-    elif schedule or timezone:
-        fields.update(type="periodic", schedule=schedule or "", timezone=timezone or "")
+    elif schedule:
+        fields.update(type="periodic", schedule=schedule, timezone=timezone)
     spec = parse_event_fields(fields)
     path = add_event(load_settings().data_dir, folder_of(transport), name, spec, replace=replace)
     click.echo(f"added {path}")
