@@ -248,11 +248,19 @@ def digest(raw: bytes) -> str:
 # -- reading and writing -----------------------------------------------------------------------
 
 
-def read_bounded(path: Path) -> bytes:
-    """At most one byte more than an event may hold (so a huge file is refused, not loaded)."""
+def read_bounded(path: str | Path) -> bytes:
+    """At most one byte more than an event may hold (so a huge file is refused, not loaded).
+    Never follows a symlink, never blocks on a FIFO."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read(MAX_EVENT_BYTES + 1)
+    try:
+        chunks: list[bytes] = []
+        left = MAX_EVENT_BYTES + 1
+        while left > 0 and (chunk := os.read(fd, left)):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

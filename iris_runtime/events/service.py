@@ -275,9 +275,11 @@ class EventService:
             except InvalidInput as exc:
                 return f"'schedule': {exc.message}"
             self._active[rel] = active
-            verb = "rescheduled" if current is not None else "scheduled"
+            # During the first scan (maybe thousands of files) one summary line says it all.
             level = logging.INFO if self._ready.is_set() else logging.DEBUG
-            log.log(level, "events: %s %s (%s)", verb, rel, self._describe(active))
+            if log.isEnabledFor(level):
+                verb = "rescheduled" if current is not None else "scheduled"
+                log.log(level, "events: %s %s (%s)", verb, rel, self._describe(active))
         self.wake()
         return None
 

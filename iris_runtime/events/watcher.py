@@ -192,7 +192,7 @@ class Watcher:
         known = self._files.get(rel)
         if known is not None and known.signature == signature and known.status != "retrying":
             return
-        path = self.data_dir / rel
+        path = os.path.join(self.data_dir, rel)
         try:
             raw = read_bounded(path)
             spec = parse_event_bytes(raw)
@@ -208,7 +208,7 @@ class Watcher:
             return
         self._files[rel] = _File(signature, "ok")
         if has_error:
-            self._clear_error(path)
+            self._clear_error(Path(path))
 
     def _failed(self, rel: str, signature: Signature, known: _File | None, reason: str) -> None:
         now = self._clock.now()
