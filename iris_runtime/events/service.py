@@ -520,9 +520,10 @@ class EventService:
                 self._store.set_state([row.ident], "done")
                 self._store.mark_verified([row.ident])
             elif row.state == "pending":
-                if not (self.data_dir / row.event).exists():
-                    self._store.forget([row.ident])  # deleted while Iris was down
-                # else: the watcher picks the file up and _deliver re-offers this row
+                # The watcher picks the file up again and _deliver re-offers this row, unless
+                # the file was deleted or replaced while Iris was down (then this firing is moot).
+                if self._file_digest(row.event) != row.digest:
+                    self._store.forget([row.ident])
             else:
                 self._revive(row)
 
@@ -560,6 +561,12 @@ class EventService:
             row.channel,
         )
         self._revived.append(replace(row, attempts=row.attempts + 1))
+
+    def _file_digest(self, rel: str) -> str | None:
+        try:
+            return digest(read_bounded(self.data_dir / rel))
+        except OSError:
+            return None
 
     def _remove_leftover(self, row: Firing) -> None:
         path = self.data_dir / row.event

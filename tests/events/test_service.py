@@ -480,6 +480,25 @@ def test_a_crash_while_waiting_for_a_full_queue_loses_nothing(harness: Harness) 
     assert text.startswith("[EVENT:events/patient.json:one-shot:2024-06-01T12:00:30+00:00]")
 
 
+def test_an_event_rewritten_while_iris_was_down_runs_as_rewritten(harness: Harness) -> None:
+    first = harness.service()
+    harness.transport.refuse = True
+    harness.write("events/draft.json", immediate(text="first draft"))
+    harness.step(first)
+    first.stop()
+    harness.services.remove(first)
+    harness.write("events/draft.json", immediate(text="final text"))
+    harness.transport.refuse = False
+    second = harness.service()
+    harness.step(second)
+    harness.step(second, 60)
+    assert [t.split("] ")[1] for t in harness.transport.texts()] == ["final text"]
+    store = FiringStore(harness.data_dir / "state.db")
+    store.open()
+    assert [f.state for f in store.unsettled()] == ["done"]
+    store.close()
+
+
 def test_restarts_never_repeat_a_run_that_happened(harness: Harness) -> None:
     harness.write("events/now.json", immediate())
     harness.write("events/soon.json", one_shot("2024-06-01T12:05:00Z"))
