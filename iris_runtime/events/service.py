@@ -287,7 +287,7 @@ class EventService:
         with self._lock:
             active = self._active.get(rel)
             if self._cancel(rel) and active is not None and not active.consumed:
-                log.info("events: %s was removed; cancelled", rel)
+                log.info("events: cancelled %s (its file is gone or no longer valid)", rel)
         self.wake()
 
     def _schedule(self, active: _Active) -> None:
