@@ -107,6 +107,8 @@ class Settings:
     bridge_deadline_seconds: float = 4 * 3600.0
     bridge_job_retention_seconds: float = 72 * 3600.0
     escalation_channel: str | None = None
+    events_poll_seconds: float = 0.5
+    events_parse_grace_seconds: float = 1.0
     load_plugins: tuple[str, ...] | None = None
     trace_plugins: bool = False
     log_level: str = "info"
@@ -166,6 +168,8 @@ class Settings:
             bridge_job_retention_seconds=3600
             * _env_float(env, "IRIS_BRIDGE_JOB_RETENTION_HOURS", 72.0),
             escalation_channel=env.get("IRIS_ESCALATION_CHANNEL", "").strip() or None,
+            events_poll_seconds=_env_ms(env, "IRIS_EVENTS_POLL_MS", 500),
+            events_parse_grace_seconds=_env_ms(env, "IRIS_EVENTS_PARSE_GRACE_MS", 1000),
             load_plugins=_env_list(env, "IRIS_LOAD_PLUGINS"),
             trace_plugins=_env_bool(env, "IRIS_TRACE_PLUGINS"),
             log_level=env.get("IRIS_LOG_LEVEL", "").strip().lower() or "info",

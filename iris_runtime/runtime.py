@@ -15,6 +15,7 @@ from iris_runtime.config import Settings
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.tools import ToolRegistry
 from iris_runtime.errors import ConfigError
+from iris_runtime.events.service import EventService
 from iris_runtime.plugins import PluginHost
 from iris_runtime.secrets.broker import SecretBroker
 from iris_runtime.secrets.selection import broker_for
@@ -47,6 +48,8 @@ class Runtime:
     host: PluginHost
     engine: Engine
     secrets: SecretBroker
+    # Scheduled events (events/ folders); started last, once routers and tools are in place.
+    events: EventService | None = None
     _stopped: bool = False
     _on_start: list[Callable[[], None]] = field(default_factory=list)
     _on_stop: list[Callable[[], None]] = field(default_factory=list)
@@ -72,13 +75,17 @@ class Runtime:
         )
         for transport in host.transports():
             engine.add_transport(transport.build(engine), fallback=transport.fallback)
-        return cls(settings, host, engine, broker_for(settings, host.secret_backends()))
+        runtime = cls(settings, host, engine, broker_for(settings, host.secret_backends()))
+        runtime.events = EventService.for_engine(engine)
+        return runtime
 
     def start(self) -> None:
         self.engine.start()
         for callback in self._on_start:
             callback()
         self.host.engine_started(self.engine)
+        if self.events is not None:
+            self.events.start()
         log.info(
             "Iris engine started: provider=%s transports=%s",
             self.settings.provider,
@@ -90,6 +97,8 @@ class Runtime:
         if self._stopped:
             return
         self._stopped = True
+        if self.events is not None:
+            self.events.stop()
         try:
             self.host.engine_stopping(self.engine)
         except Exception:

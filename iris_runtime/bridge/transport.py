@@ -42,8 +42,8 @@ BRIDGE_PROFILE = TransportPromptProfile(
         "nothing renders it for you, so keep structure simple."
     ),
     directory_section=_no_directory,
-    silent_note="Reply with exactly [SILENT] when no answer is needed; the caller then gets an "
-    "empty reply.",
+    silent_note="Begin your reply with [SILENT] when no answer is needed (for instance after a "
+    "scheduled [EVENT:...] with nothing to report); the caller then gets an empty reply.",
     attach_note="The attach tool records a file for the caller; mention its path in your reply.",
     attachments_tag_name="attachments",
     max_message_chars=100_000,
@@ -136,10 +136,12 @@ class BridgeTransport:
         return None
 
     def enqueue_event(self, event: TransportEvent) -> bool:
+        """Queue a synthetic event on the ``events`` lane; False when the channel's queue is full
+        (the sender decides whether to retry: the events service does, the API answers 429)."""
         try:
-            self._engine.submit(self, event, is_event=True)
+            self._engine.submit(self, event, is_event=True, lane="events")
         except QueueFull as exc:
-            log.warning("dropping event for %s: %s", event.channel, exc.message)
+            log.warning("refusing an event for %s: %s", event.channel, exc.message)
             return False
         return True
 

@@ -12,6 +12,7 @@ from iris_runtime.cli.agents_cmd import agents
 from iris_runtime.cli.bridge_cmd import bridge
 from iris_runtime.cli.common import plugin_host
 from iris_runtime.cli.doctor import doctor
+from iris_runtime.cli.events_cmd import events
 from iris_runtime.cli.plugins_cmd import plugins
 from iris_runtime.cli.secrets_cmd import secrets
 from iris_runtime.cli.serve import serve
@@ -33,6 +34,7 @@ cli.add_command(agents)
 cli.add_command(bridge)
 cli.add_command(secrets)
 cli.add_command(usage)
+cli.add_command(events)
 
 
 def _add_plugin_commands() -> None:

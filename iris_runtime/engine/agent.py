@@ -47,6 +47,7 @@ class AgentOutcome:
     usage: Usage = field(default_factory=Usage)
     turn_usage: list[Usage] = field(default_factory=list)
     turns: int = 0
+    silent: bool = False  # the model chose to say nothing (a reply beginning with [SILENT])
 
 
 @dataclass
@@ -130,9 +131,14 @@ class AgentLoop:
 
     @staticmethod
     def _deliver_text(turn: _Turn, out: RunOutput, outcome: AgentOutcome) -> None:
-        """Send what the model wrote this turn, partial text of an aborted stream included."""
+        """Send what the model wrote this turn, partial text of an aborted stream included.
+
+        Text beginning with [SILENT] is withheld: the model may explain itself after the marker
+        (useful in its own context), but nobody is shown it."""
         text = "".join(turn.text).strip()
-        if text and text != SILENT_MARKER:
+        if text.startswith(SILENT_MARKER):
+            outcome.silent = True
+        elif text:
             out.respond(text)
             outcome.replies.append(text)
 

@@ -326,6 +326,9 @@ class Engine:
         )
         history = self._compacted(run, system, history, user, sink)
         outcome = self._loop.run(system, [*history, user], tool_ctx, sink, run.abort)
+        if outcome.silent and not outcome.replies:
+            # Nothing to say (typical of events): the transport drops its placeholder, if any.
+            ctx.delete_message()
         return self._result_of(run, outcome, ctx.accumulated_text(), sink)
 
     def _compacted(

@@ -198,6 +198,10 @@ class TransportRegistry:
     def all(self) -> list[ChannelTransport]:
         return [*self._ordered, *self._fallbacks]
 
+    def claiming(self) -> list[ChannelTransport]:
+        """The transports that claim channels of their own (every one but the catch-alls)."""
+        return list(self._ordered)
+
     def owner(self, channel_id: str) -> ChannelTransport:
         for transport in self.all():
             if transport.owns_channel(channel_id):

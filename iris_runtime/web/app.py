@@ -13,7 +13,7 @@ from iris_runtime.bridge.transport import BridgeTransport
 from iris_runtime.config import Settings, ensure_api_token
 from iris_runtime.plugins import PluginHost
 from iris_runtime.runtime import Runtime
-from iris_runtime.web.api import channels, escalate, health, secrets, sessions
+from iris_runtime.web.api import channels, escalate, events, health, secrets, sessions
 from iris_runtime.web.auth import require_bearer_token
 from iris_runtime.web.bridge_app import create_bridge_app
 from iris_runtime.web.dispatch import PortDispatcher, WSGIApp, not_found_app
@@ -40,6 +40,7 @@ def create_api_app(runtime: Runtime) -> Flask:
         channels.blueprint,
         escalate.blueprint,
         secrets.blueprint,
+        events.blueprint,
     ):
         app.register_blueprint(blueprint)
     for entry in runtime.host.blueprints():

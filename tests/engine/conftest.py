@@ -74,6 +74,7 @@ class RecordingContext:
         self.calls.append(("working", working))
 
     def delete_message(self) -> None:
+        self.calls.append(("delete", None))
         self.parts = []
 
     def accumulated_text(self) -> str:

@@ -189,6 +189,29 @@ def test_silent_replies_are_not_sent(
     assert not [c for c in transport.contexts[-1].calls if c[0] == "respond"]
 
 
+@pytest.mark.parametrize(
+    "reply", ["[SILENT]", "[SILENT] nothing new since the last digest", "  [SILENT]\nall quiet"]
+)
+def test_a_reply_beginning_with_silent_posts_nothing_and_drops_the_placeholder(
+    engine: Engine, transport: RecordingTransport, script: Script, reply: str
+) -> None:
+    script([{"when": "check", "turns": [[{"text": reply}]]}])
+    result = engine.submit(transport, TransportEvent("rec-s", "check the inbox")).wait(10)
+    assert result.status == "done" and result.text == ""
+    calls = [name for name, _ in transport.contexts[-1].calls]
+    assert "respond" not in calls and "thread" not in calls
+    assert "delete" in calls
+
+
+def test_a_reply_mentioning_silent_later_is_still_sent(
+    engine: Engine, transport: RecordingTransport, script: Script
+) -> None:
+    script([{"when": "explain", "turns": [[{"text": "Use [SILENT] to stay quiet."}]]}])
+    result = engine.submit(transport, TransportEvent("rec-s2", "explain")).wait(10)
+    assert result.text == "Use [SILENT] to stay quiet."
+    assert "delete" not in [name for name, _ in transport.contexts[-1].calls]
+
+
 def test_unknown_tools_and_unparseable_arguments_become_error_results(
     engine: Engine, transport: RecordingTransport, script: Script
 ) -> None:

@@ -1,0 +1,146 @@
+"""Managing events without hand-writing JSON: the operations ``iris events`` and the API share.
+
+Both work on the files, never on the running service: a file is the one source of truth, so an
+event added while Iris is down is scheduled when it starts, and whatever the watcher would say
+about a hand-written file it says about these too. Names are checked before any path is built
+from them (no traversal), and every write is atomic.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from iris_runtime.errors import InvalidInput
+from iris_runtime.events.files import (
+    SUFFIX,
+    EventSpec,
+    Folder,
+    create_exclusive,
+    encode_event,
+    error_path,
+    event_path,
+    existing_event_path,
+    is_event_file_name,
+    parse_event_bytes,
+    read_bounded,
+    write_atomic,
+)
+
+NextTime = Callable[[str], datetime | None]
+
+
+def list_events(
+    data_dir: Path,
+    folders: list[Folder],
+    now: datetime,
+    *,
+    waiting: Mapping[str, str] | None = None,
+    next_time: NextTime | None = None,
+) -> list[dict[str, Any]]:
+    """Every event file in ``folders``, valid or not, as plain JSON-able dicts."""
+    out: list[dict[str, Any]] = []
+    for folder in folders:
+        directory = data_dir / folder.rel
+        if not directory.is_dir():
+            continue
+        for path in sorted(directory.iterdir()):
+            if is_event_file_name(path.name) and path.is_file() and not path.is_symlink():
+                out.append(_describe(data_dir, folder, path, now, waiting or {}, next_time))
+    return out
+
+
+def _describe(
+    data_dir: Path,
+    folder: Folder,
+    path: Path,
+    now: datetime,
+    waiting: Mapping[str, str],
+    next_time: NextTime | None,
+) -> dict[str, Any]:
+    rel = path.relative_to(data_dir).as_posix()
+    entry: dict[str, Any] = {
+        "name": path.name[: -len(SUFFIX)],
+        "id": rel,
+        "transport": folder.transport,
+        "status": "scheduled",
+        "type": None,
+        "channelId": None,
+        "text": None,
+        "at": None,
+        "schedule": None,
+        "timezone": None,
+        "next": None,
+        "error": None,
+    }
+    try:
+        spec = parse_event_bytes(read_bounded(path))
+    except (InvalidInput, OSError) as exc:
+        entry["status"] = "rejected"
+        entry["error"] = exc.message if isinstance(exc, InvalidInput) else str(exc)
+        return entry
+    entry.update(spec.to_json())
+    reason = _reason_file(path)
+    if reason:
+        entry["status"], entry["error"] = "rejected", reason
+    elif rel in waiting:
+        entry["status"] = "waiting"
+    upcoming = next_time(rel) if next_time is not None else None
+    entry["next"] = (upcoming or _next_fire(spec, now)).isoformat()
+    return entry
+
+
+def _next_fire(spec: EventSpec, now: datetime) -> datetime:
+    if spec.at is not None:
+        return spec.at
+    if spec.schedule is not None:
+        try:
+            return spec.schedule.next_after(now, spec.zone)
+        except InvalidInput:
+            return now
+    return now
+
+
+def _reason_file(path: Path) -> str | None:
+    try:
+        return error_path(path).read_text(encoding="utf-8", errors="replace").strip() or None
+    except OSError:
+        return None
+
+
+def add_event(
+    data_dir: Path, folder: Folder, name: str, spec: EventSpec, *, replace: bool = False
+) -> Path:
+    """Write event ``name`` (EventExists if it exists and ``replace`` is not set)."""
+    path = event_path(data_dir, folder, name)
+    data = encode_event(spec)
+    if replace:
+        write_atomic(path, data)
+    else:
+        create_exclusive(path, data)
+    return path
+
+
+def remove_event(data_dir: Path, folder: Folder, name: str) -> Path:
+    """Delete event ``name`` (NotFound if there is none), and our reason file with it."""
+    path = existing_event_path(data_dir, folder, name)
+    path.unlink()
+    error_path(path).unlink(missing_ok=True)
+    return path
+
+
+def fire_event(data_dir: Path, folder: Folder, name: str, now: datetime) -> Path:
+    """Run event ``name`` once now: an immediate copy of it next to it. Its own schedule is left
+    alone; the copy goes through the same lose-nothing path as any immediate event."""
+    source = existing_event_path(data_dir, folder, name)
+    try:
+        spec = parse_event_bytes(read_bounded(source))
+    except InvalidInput as exc:
+        raise InvalidInput(f"cannot fire {name!r}: {exc.message}", code="invalid_event") from None
+    copy = EventSpec("immediate", spec.channel, spec.text)
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    copy_name = f"{source.stem[:96]}.fired-{stamp}-{secrets.token_hex(3)}"
+    return add_event(data_dir, folder, copy_name, copy)

@@ -1,0 +1,234 @@
+"""Firings in ``state.db``: the record that lets event delivery lose nothing and run nothing twice.
+
+A firing is one run of one event: ``(event, key)``, where ``event`` is the file's path relative to
+the data dir and ``key`` names the instant (plus, for files that are consumed, a digest of the
+file, so a new file with the same name is a new firing). Its state moves
+
+    pending   written before the channel's queue is asked to take the run
+    accepted  the queue took it; the file (immediate, one-shot) may now be removed
+    done      the file is gone (or, for periodic events, there is none to remove)
+
+so a crash at any point is recognisable on the next start. ``verified`` is set once the run is
+seen in the channel's log: a run that was accepted but then lost with the in-memory queue (a crash
+or a shutdown before it started) is delivered again from the prompt kept here.
+
+SQLite in WAL mode with ``synchronous=FULL``: a state change is on disk before the file it
+guards is touched, even across a power cut. Several writers (other parts of Iris, the CLI) may
+share the database; each transaction is short.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+DB_NAME = "state.db"
+FiringState = Literal["pending", "accepted", "done"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS event_firings (
+    event    TEXT NOT NULL,
+    key      TEXT NOT NULL,
+    kind     TEXT NOT NULL,
+    channel  TEXT NOT NULL,
+    prompt   TEXT NOT NULL,
+    digest   TEXT NOT NULL,
+    state    TEXT NOT NULL CHECK (state IN ('pending', 'accepted', 'done')),
+    verified INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 1,
+    updated  REAL NOT NULL,
+    PRIMARY KEY (event, key)
+)
+"""
+_COLUMNS = "event, key, kind, channel, prompt, digest, state, verified, attempts"
+
+
+@dataclass(frozen=True)
+class Firing:
+    event: str
+    key: str
+    kind: str
+    channel: str
+    prompt: str
+    digest: str
+    state: FiringState = "pending"
+    verified: bool = False
+    attempts: int = 1
+
+    @property
+    def ident(self) -> tuple[str, str]:
+        return (self.event, self.key)
+
+    def with_state(self, state: FiringState) -> Firing:
+        return replace(self, state=state)
+
+
+class FiringStore:
+    """The ``event_firings`` table. Opened lazily by :meth:`open`; safe to share among threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
+
+    def open(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                return
+            conn = sqlite3.connect(
+                self.path, timeout=10.0, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute(_SCHEMA)
+            self._conn = conn
+        self.path.chmod(0o600)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._conn is None:
+                raise RuntimeError("the firing store is not open")
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def get(self, event: str, key: str) -> Firing | None:
+        with self._transaction() as conn:
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM event_firings WHERE event = ? AND key = ?",  # noqa: S608
+                (event, key),
+            ).fetchone()
+        return _firing(row) if row else None
+
+    def get_many(self, idents: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Firing]:
+        """The stored firings among ``idents`` (one transaction, however many)."""
+        found: dict[tuple[str, str], Firing] = {}
+        with self._transaction() as conn:
+            for event, key in idents:
+                row = conn.execute(
+                    f"SELECT {_COLUMNS} FROM event_firings "  # noqa: S608
+                    "WHERE event = ? AND key = ?",
+                    (event, key),
+                ).fetchone()
+                if row:
+                    firing = _firing(row)
+                    found[firing.ident] = firing
+        return found
+
+    def put(self, firings: Iterable[Firing]) -> None:
+        """Insert or overwrite these firings as given (one transaction)."""
+        now = time.time()
+        with self._transaction() as conn:
+            conn.executemany(
+                f"INSERT OR REPLACE INTO event_firings ({_COLUMNS}, updated) "  # noqa: S608
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (*_values(f), now)
+                    for f in firings  # materialised inside the transaction
+                ],
+            )
+
+    def set_state(self, idents: Iterable[tuple[str, str]], state: FiringState) -> None:
+        now = time.time()
+        with self._transaction() as conn:
+            conn.executemany(
+                "UPDATE event_firings SET state = ?, updated = ? WHERE event = ? AND key = ?",
+                [(state, now, event, key) for event, key in idents],
+            )
+
+    def mark_verified(self, idents: Iterable[tuple[str, str]]) -> None:
+        with self._transaction() as conn:
+            conn.executemany(
+                "UPDATE event_firings SET verified = 1 WHERE event = ? AND key = ?",
+                list(idents),
+            )
+
+    def finish_periodic(self, firings: Iterable[Firing]) -> None:
+        """Mark periodic firings done and forget the event's earlier instants: missed instants
+        are never replayed, so only the latest one is worth remembering."""
+        now = time.time()
+        rows = [(f.event, f.key) for f in firings]
+        with self._transaction() as conn:
+            conn.executemany(
+                "UPDATE event_firings SET state = 'done', verified = 1, updated = ? "
+                "WHERE event = ? AND key = ?",
+                [(now, event, key) for event, key in rows],
+            )
+            conn.executemany(
+                "DELETE FROM event_firings WHERE event = ? AND kind = 'periodic' AND key < ?",
+                rows,
+            )
+
+    def forget(self, idents: Iterable[tuple[str, str]]) -> None:
+        with self._transaction() as conn:
+            conn.executemany("DELETE FROM event_firings WHERE event = ? AND key = ?", list(idents))
+
+    def unsettled(self) -> list[Firing]:
+        """Firings a previous process may have left half-way: not yet done, or done but never
+        seen running."""
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM event_firings "  # noqa: S608
+                "WHERE state != 'done' OR verified = 0 ORDER BY updated"
+            ).fetchall()
+        return [_firing(row) for row in rows]
+
+    def prune(self, older_than: float) -> int:
+        """Forget finished firings last touched before ``older_than`` (epoch seconds)."""
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "DELETE FROM event_firings WHERE state = 'done' AND updated < ?", (older_than,)
+            )
+        return cursor.rowcount
+
+    def count(self) -> int:
+        with self._transaction() as conn:
+            (total,) = conn.execute("SELECT COUNT(*) FROM event_firings").fetchone()
+        return int(total)
+
+
+def _values(f: Firing) -> tuple[object, ...]:
+    return (
+        f.event,
+        f.key,
+        f.kind,
+        f.channel,
+        f.prompt,
+        f.digest,
+        f.state,
+        int(f.verified),
+        f.attempts,
+    )
+
+
+def _firing(row: tuple[object, ...]) -> Firing:
+    event, key, kind, channel, prompt, digest, state, verified, attempts = row
+    return Firing(
+        str(event),
+        str(key),
+        str(kind),
+        str(channel),
+        str(prompt),
+        str(digest),
+        state,  # type: ignore[arg-type]  # the CHECK constraint holds it to the three states
+        bool(verified),
+        int(str(attempts)),
+    )

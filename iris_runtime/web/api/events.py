@@ -1,0 +1,111 @@
+"""Scheduled events over the API: the same operations as ``iris events`` (list, add, rm, fire).
+
+Like the CLI, these write event files atomically and let the watcher schedule them, so the API
+adds no second way for an event to exist. Only Iris's shared token may call them (an agent token
+gets 403 from the auth layer).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from iris_runtime.errors import InvalidInput, PayloadTooLarge
+from iris_runtime.events.catalog import add_event, fire_event, list_events, remove_event
+from iris_runtime.events.files import (
+    MAX_EVENT_BYTES,
+    Folder,
+    folder_of,
+    folders_for,
+    parse_event_fields,
+)
+from iris_runtime.events.schedule import SystemClock
+from iris_runtime.runtime import Runtime
+from iris_runtime.web.bodies import json_object, string_field
+
+blueprint = Blueprint("events", __name__)
+
+_EVENT_FIELDS = ("type", "channelId", "text", "at", "schedule", "timezone")
+
+
+def _runtime() -> Runtime:
+    runtime: Runtime = current_app.extensions["iris"]
+    return runtime
+
+
+def _folder() -> Folder:
+    return folder_of(request.args.get("transport") or None)
+
+
+@blueprint.get("/events")
+def list_all() -> Response:
+    runtime = _runtime()
+    service = runtime.events
+    if service is not None:
+        folders = service.folders
+        entries = list_events(
+            runtime.settings.data_dir,
+            folders,
+            SystemClock().now(),
+            waiting=service.waiting(),
+            next_time=service.next_time,
+        )
+    else:
+        entries = list_events(runtime.settings.data_dir, folders_for([]), SystemClock().now())
+    return jsonify({"events": entries})
+
+
+@blueprint.post("/events")
+def add() -> tuple[Response, int]:
+    runtime = _runtime()
+    body = _small_json_body()
+    name = string_field(body, "name")
+    folder = folder_of(string_field(body, "transport") if "transport" in body else None)
+    replace = body.get("replace", False)
+    if not isinstance(replace, bool):
+        raise InvalidInput("'replace' must be true or false", code="invalid_field")
+    spec = parse_event_fields({k: body[k] for k in _EVENT_FIELDS if k in body})
+    if runtime.events is not None:
+        problem = runtime.events.route_problem(folder, spec)
+        if problem is not None:
+            raise InvalidInput(problem, code="unroutable_event")
+    path = add_event(runtime.settings.data_dir, folder, name, spec, replace=replace)
+    [entry] = [
+        e
+        for e in list_events(runtime.settings.data_dir, [folder], SystemClock().now())
+        if e["name"] == path.stem
+    ]
+    return jsonify(entry), 201
+
+
+@blueprint.delete("/events/<path:name>")
+def remove(name: str) -> Response:
+    runtime = _runtime()
+    path = remove_event(runtime.settings.data_dir, _folder(), name)
+    return jsonify({"removed": True, "id": _rel(runtime, path)})
+
+
+@blueprint.post("/events/<path:name>/fire")
+def fire(name: str) -> tuple[Response, int]:
+    runtime = _runtime()
+    json_object()  # an empty body, or {}
+    path = fire_event(runtime.settings.data_dir, _folder(), name, SystemClock().now())
+    return jsonify({"fired": True, "id": _rel(runtime, path)}), 202
+
+
+def _rel(runtime: Runtime, path: Path) -> str:
+    return path.relative_to(runtime.settings.data_dir.resolve()).as_posix()
+
+
+def _small_json_body() -> dict[str, Any]:
+    """The request body, refused with 413 before it is parsed if an event could not hold it."""
+    if (request.content_length or 0) > MAX_EVENT_BYTES:
+        raise PayloadTooLarge(f"an event body is limited to {MAX_EVENT_BYTES} bytes")
+    if len(request.get_data(cache=True)) > MAX_EVENT_BYTES:
+        raise PayloadTooLarge(f"an event body is limited to {MAX_EVENT_BYTES} bytes")
+    return json_object(
+        required={"name", "type", "channelId", "text"},
+        optional={"at", "schedule", "timezone", "transport", "replace"},
+    )

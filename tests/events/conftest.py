@@ -1,0 +1,141 @@
+"""An event service over a temp data dir, a ManualClock and a transport that records what it is
+handed (and can refuse it, like a channel whose queue is full)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iris_runtime.engine.transport import (
+    ChannelInfo,
+    ChannelState,
+    TransportEvent,
+    TransportRegistry,
+    UserInfo,
+)
+from iris_runtime.events.schedule import ManualClock
+from iris_runtime.events.service import EventService
+
+START = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC)
+
+
+@dataclass
+class FakeTransport:
+    """Owns every channel (or those with ``prefix``); accepts events unless told to refuse."""
+
+    transport_id: str = "fake"
+    prefix: str = ""
+    accepted: list[TransportEvent] = field(default_factory=list)
+    offers: int = 0
+    refuse: bool = False
+    prompt_profile: Any = None
+    stop_command_hint: str = "stop"
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+    def owns_channel(self, channel_id: str) -> bool:
+        return channel_id.startswith(self.prefix)
+
+    def channels(self) -> list[ChannelInfo]:
+        return []
+
+    def users(self) -> list[UserInfo]:
+        return []
+
+    def post_message(self, channel_id: str, text: str) -> str:
+        return "1"
+
+    def update_message(self, channel_id: str, message_id: str, text: str) -> None: ...
+
+    def enqueue_event(self, event: TransportEvent) -> bool:
+        self.offers += 1
+        if self.refuse:
+            return False
+        self.accepted.append(event)
+        return True
+
+    def create_context(
+        self, event: TransportEvent, state: ChannelState, is_event: bool = False
+    ) -> Any:
+        raise NotImplementedError("events never reach a context in these tests")
+
+    def texts(self) -> list[str]:
+        return [e.text for e in self.accepted]
+
+    def log(self, channel: str) -> list[dict[str, Any]]:
+        """What the engine's log of ``channel`` would hold had every accepted event run."""
+        return [
+            {"type": "message", "role": "user", "text": e.text}
+            for e in self.accepted
+            if e.channel == channel
+        ]
+
+
+@dataclass
+class Harness:
+    data_dir: Path
+    clock: ManualClock
+    transport: FakeTransport
+    registry: TransportRegistry
+    services: list[EventService] = field(default_factory=list)
+
+    def service(self, cls: type[EventService] = EventService, **kwargs: Any) -> EventService:
+        kwargs.setdefault("channel_log", self.transport.log)
+        service = cls(self.data_dir, self.registry, clock=self.clock, **kwargs)
+        service.open()
+        self.services.append(service)
+        return service
+
+    def write(self, rel: str, body: dict[str, Any] | str | bytes) -> Path:
+        path = self.data_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(body, dict):
+            body = json.dumps(body)
+        path.write_bytes(body if isinstance(body, bytes) else body.encode())
+        return path
+
+    def step(self, service: EventService, seconds: float = 0.0) -> None:
+        """Let ``seconds`` pass, then one watcher pass and one firing pass."""
+        self.clock.advance(seconds)
+        service.scan_once()
+        service.tick()
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    data = tmp_path / "data"
+    data.mkdir()
+    registry = TransportRegistry()
+    transport = FakeTransport()
+    registry.add(transport, fallback=True)
+    h = Harness(data, ManualClock(START), transport, registry)
+    yield h
+    for service in h.services:
+        service.stop()
+
+
+def immediate(channel: str = "C1", text: str = "wake up") -> dict[str, str]:
+    return {"type": "immediate", "channelId": channel, "text": text}
+
+
+def one_shot(at: str, channel: str = "C1", text: str = "reminder") -> dict[str, str]:
+    return {"type": "one-shot", "channelId": channel, "text": text, "at": at}
+
+
+def periodic(
+    schedule: str, timezone: str = "UTC", channel: str = "C1", text: str = "digest"
+) -> dict[str, str]:
+    return {
+        "type": "periodic",
+        "channelId": channel,
+        "text": text,
+        "schedule": schedule,
+        "timezone": timezone,
+    }
