@@ -99,3 +99,40 @@ def test_doctor_checks_a_subagents_key_at_the_broker(
     assert ok["status"] == "ok" and "from the secret broker" in ok["detail"]
     refused = api_key_check(denied)
     assert refused["status"] == "fail" and "allow-list" in refused["detail"]
+
+
+def test_a_served_subagent_answers_with_a_key_it_got_from_the_broker(
+    tmp_path: Path, fake_anthropic: FakeAnthropic, start_iris: Callable[..., IrisServer]
+) -> None:
+    """End to end: Iris routes ``@helper`` over the bridge; the sub-agent, started with no LLM
+    key at all, fetches it from Iris's broker with its own token and answers."""
+    parent = parent_with_key(start_iris)
+    token = "helper-" + random.token_urlsafe(24)
+    bridge_port = free_port()
+    AgentRegistry(parent.data_dir / "agents.json").register(
+        "helper", f"http://127.0.0.1:{bridge_port}", ["ANTHROPIC_API_KEY"], token
+    )
+    helper = IrisServer(
+        tmp_path / "helper-data",
+        token=token,
+        env={
+            "AGENT_NAME": "helper",
+            "BRIDGE_PORT": str(bridge_port),
+            "IRIS_PROVIDER": "anthropic",
+            "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
+            **as_subagent(parent.url, token),
+        },
+    )
+    try:
+        helper.start()
+        assert "ANTHROPIC_API_KEY=" not in " ".join(
+            f"{k}={v}" for k, v in helper.environment().items() if v
+        )
+        fake_anthropic.enqueue(Reply([Text("the helper answers")]))
+        reply = parent.post("/sessions/broker-e2e/message", json_body={"text": "@helper hi"})
+        assert reply.status == 200, reply.body
+        assert reply.json()["text"] == "the helper answers"
+    finally:
+        helper.stop()
+    audit = (parent.data_dir / "audit" / "secrets.jsonl").read_text()
+    assert '"caller": "helper", "action": "read", "name": "ANTHROPIC_API_KEY"' in audit
