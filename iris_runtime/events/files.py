@@ -16,7 +16,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -169,6 +169,12 @@ def _instant(text: str) -> datetime:
         raise _invalid(
             f"'at' has no UTC offset: {text[:60]!r}; add one, e.g. {at.isoformat()}+00:00 or Z"
         )
+    try:
+        # Near year 1 or 9999 an offset can push the instant outside what a datetime holds; such
+        # a file would otherwise fail later, at scheduling, where no reason reaches its author.
+        at.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise _invalid(f"'at' is out of range: {text[:60]!r} has no UTC equivalent") from None
     return at
 
 

@@ -274,6 +274,10 @@ class EventService:
                 self._schedule(active)
             except InvalidInput as exc:
                 return f"'schedule': {exc.message}"
+            except (OverflowError, ValueError) as exc:
+                # The parser refuses what it can foresee; this keeps anything it cannot from
+                # escaping into the watcher, where it would stop the scan of the whole folder.
+                return f"cannot be scheduled: {exc}"
             self._active[rel] = active
             # During the first scan (maybe thousands of files) one summary line says it all.
             level = logging.INFO if self._ready.is_set() else logging.DEBUG

@@ -149,7 +149,7 @@ class Watcher:
         for rel in [r for r in self._files if r.startswith(prefix) and r not in seen]:
             self._gone(rel)
         for rel, signature in seen.items():
-            self._check(rel, folder, signature, has_error=f"{rel}{ERROR_SUFFIX}" in errors)
+            self._guarded_check(rel, folder, signature, has_error=f"{rel}{ERROR_SUFFIX}" in errors)
         for rel in errors:
             self._drop_orphan_error(self.data_dir / rel)
 
@@ -184,9 +184,21 @@ class Watcher:
                 continue
             signature = (st.st_mtime_ns, st.st_size, st.st_ino)
             has_error = error_path(self.data_dir / rel).exists()
-            self._check(rel, folder, signature, has_error=has_error)
+            self._guarded_check(rel, folder, signature, has_error=has_error)
 
     # -- one file -------------------------------------------------------------------------------
+
+    def _guarded_check(
+        self, rel: str, folder: Folder, signature: Signature, *, has_error: bool
+    ) -> None:
+        """:meth:`_check`, with any failure confined to this one file: an unexpected error would
+        otherwise end the pass, and every file after it in the folder would never be scheduled."""
+        try:
+            self._check(rel, folder, signature, has_error=has_error)
+        except Exception as exc:
+            log.exception("events: handling %s failed", rel)
+            self._sink.on_gone(rel)
+            self._reject(rel, signature, f"cannot be handled: {type(exc).__name__}: {exc}")
 
     def _check(self, rel: str, folder: Folder, signature: Signature, *, has_error: bool) -> None:
         known = self._files.get(rel)

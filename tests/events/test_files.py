@@ -108,6 +108,14 @@ def test_each_type_parses_and_writes_back_the_same_fields() -> None:
             },
             "IANA time zone",
         ),
+        (
+            {"type": "one-shot", "channelId": "C1", "text": "x", "at": "9999-12-31T23:30:00-01:00"},
+            "'at' is out of range",
+        ),
+        (
+            {"type": "one-shot", "channelId": "C1", "text": "x", "at": "0001-01-01T00:30:00+01:00"},
+            "'at' is out of range",
+        ),
         ({"type": "immediate", "channelId": "a/b", "text": "x"}, "invalid channel id"),
         ({"type": "immediate", "channelId": "agents.json", "text": "x"}, "reserved"),
         ("just a string", "one JSON object"),

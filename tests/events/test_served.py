@@ -191,6 +191,7 @@ def test_the_events_api_manages_event_files(
         ({"name": "a/b"}, "invalid_event_name"),
         ({"name": ".hidden"}, "invalid_event_name"),
         ({"name": "x", "at": "2030-01-01T09:00:00"}, "invalid_event"),
+        ({"name": "x", "at": "9999-12-31T23:30:00-01:00"}, "invalid_event"),
         ({"name": "x", "type": "sometimes"}, "invalid_event"),
         ({"name": "x", "channelId": "a..b"}, "invalid_event"),
         ({"name": "x", "transport": "../.."}, "invalid_transport"),

@@ -343,6 +343,42 @@ def test_a_bad_file_is_rejected_with_its_reason_written_next_to_it(
     assert harness.transport.accepted == []
 
 
+def test_a_one_shot_beyond_the_utc_range_is_rejected_and_later_files_still_run(
+    harness: Harness,
+) -> None:
+    service = harness.service()
+    poison = harness.write("events/a-poison.json", one_shot("9999-12-31T23:30:00-01:00"))
+    for i in range(5):
+        harness.write(f"events/z{i}.json", immediate(text=f"n{i}"))
+    harness.step(service)
+    harness.step(service, 1)
+    assert sorted(t.split("] ")[1] for t in harness.transport.texts()) == [
+        f"n{i}" for i in range(5)
+    ]
+    assert "'at' is out of range" in poison.with_name("a-poison.json.error").read_text()
+    assert poison.exists()
+
+
+class ExplodingService(EventService):
+    """Fails on one file the way an unforeseen bug would."""
+
+    def on_event(self, rel: str, folder: Folder, spec: EventSpec, file_digest: str) -> str | None:
+        if rel.endswith("boom.json"):
+            raise OverflowError("date value out of range")
+        return super().on_event(rel, folder, spec, file_digest)
+
+
+def test_an_unexpected_error_on_one_file_rejects_that_file_only(harness: Harness) -> None:
+    service = harness.service(ExplodingService)
+    boom = harness.write("events/a-boom.json", immediate(text="boom"))
+    harness.write("events/b-fine.json", immediate(text="fine"))
+    harness.step(service)
+    assert [t.split("] ")[1] for t in harness.transport.texts()] == ["fine"]
+    reason = boom.with_name("a-boom.json.error").read_text()
+    assert "OverflowError: date value out of range" in reason
+    assert boom.exists()
+
+
 def test_a_half_written_file_is_retried_and_runs_once_complete(harness: Harness) -> None:
     service = harness.service()
     whole = json.dumps(immediate(text="patience")).encode()
