@@ -27,6 +27,7 @@ from iris_runtime.events.files import (
     is_event_file_name,
     parse_event_bytes,
     read_bounded,
+    read_reason,
     write_atomic,
 )
 
@@ -83,7 +84,7 @@ def _describe(
         entry["error"] = exc.message if isinstance(exc, InvalidInput) else str(exc)
         return entry
     entry.update(spec.to_json())
-    reason = _reason_file(path)
+    reason = read_reason(error_path(path))
     if reason:
         entry["status"], entry["error"] = "rejected", reason
     elif rel in waiting:
@@ -102,13 +103,6 @@ def _next_fire(spec: EventSpec, now: datetime) -> datetime:
         except InvalidInput:
             return now
     return now
-
-
-def _reason_file(path: Path) -> str | None:
-    try:
-        return error_path(path).read_text(encoding="utf-8", errors="replace").strip() or None
-    except OSError:
-        return None
 
 
 def add_event(

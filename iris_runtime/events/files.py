@@ -10,10 +10,12 @@ half of one of theirs.
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +36,8 @@ SUFFIX = ".json"
 ERROR_SUFFIX = ".error"
 # An event is a prompt, not a document: anything larger is a mistake (or not an event file).
 MAX_EVENT_BYTES = 64 * 1024
+# Our reasons are one line; a longer "reason file" is not one of ours and is not read whole.
+MAX_REASON_BYTES = 4096
 _FIELDS: dict[EventType, frozenset[str]] = {
     "immediate": frozenset({"type", "channelId", "text"}),
     "one-shot": frozenset({"type", "channelId", "text", "at"}),
@@ -254,19 +258,40 @@ def digest(raw: bytes) -> str:
 # -- reading and writing -----------------------------------------------------------------------
 
 
-def read_bounded(path: str | Path) -> bytes:
-    """At most one byte more than an event may hold (so a huge file is refused, not loaded).
-    Never follows a symlink, never blocks on a FIFO."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+def read_bounded(path: str | Path, limit: int = MAX_EVENT_BYTES) -> bytes:
+    """At most one byte more than ``limit`` (so a huge file is refused, not loaded). Never
+    follows a symlink, never blocks on a FIFO, reads nothing but a regular file (OSError else)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
         chunks: list[bytes] = []
-        left = MAX_EVENT_BYTES + 1
+        left = limit + 1
         while left > 0 and (chunk := os.read(fd, left)):
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_reason(path: Path) -> str | None:
+    """The text of the reason file ``path``, or None when there is none we wrote. Whatever else
+    carries that name (a symlink, a FIFO, a device, a folder) is not read: following it could
+    hang the watcher, exhaust memory or show another file's content to API callers."""
+    try:
+        raw = read_bounded(path, MAX_REASON_BYTES)
+    except OSError:
+        return None
+    return raw[:MAX_REASON_BYTES].decode("utf-8", errors="replace").strip() or None
+
+
+def write_reason(event: Path, reason: str) -> None:
+    """Write why ``event`` was rejected next to it (unless that is already what it says)."""
+    text = reason.strip()[: MAX_REASON_BYTES // 4]  # at most 4 bytes per character in UTF-8
+    path = error_path(event)
+    if read_reason(path) != text:
+        write_atomic(path, f"{text}\n".encode())
 
 
 def write_atomic(path: Path, data: bytes) -> None:

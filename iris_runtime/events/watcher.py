@@ -38,7 +38,7 @@ from iris_runtime.events.files import (
     is_ignored_name,
     parse_event_bytes,
     read_bounded,
-    write_atomic,
+    write_reason,
 )
 from iris_runtime.events.schedule import Clock
 
@@ -158,7 +158,9 @@ class Watcher:
     ) -> None:
         name = entry.name
         if name.endswith(ERROR_SUFFIX) and not name.startswith("."):
-            errors.add(f"{folder.rel}/{name}")
+            # Only a regular file can be a reason we wrote; anything else is left alone.
+            if entry.is_file(follow_symlinks=False):
+                errors.add(f"{folder.rel}/{name}")
             return
         if is_ignored_name(name):
             return
@@ -240,10 +242,7 @@ class Watcher:
             return
         log.warning("events: rejected %s: %s (reason in %s%s)", rel, reason, rel, ERROR_SUFFIX)
         try:
-            path = error_path(self.data_dir / rel)
-            text = f"{reason}\n"
-            if not path.exists() or path.read_text(encoding="utf-8", errors="replace") != text:
-                write_atomic(path, text.encode("utf-8"))
+            write_reason(self.data_dir / rel, reason)
         except OSError as exc:
             log.error("events: cannot write the reason for %s: %s", rel, exc)
 
@@ -265,8 +264,11 @@ class Watcher:
     def _drop_orphan_error(self, path: Path) -> None:
         # Our own note about a file that no longer exists (deleted while Iris was down).
         event = path.with_name(path.name[: -len(ERROR_SUFFIX)])
-        if is_event_file_name(event.name) and not event.exists():
-            path.unlink(missing_ok=True)
+        if is_event_file_name(event.name) and not os.path.lexists(event):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                self._note_once(str(path.relative_to(self.data_dir)), f"cannot be removed: {exc}")
 
     def _note_once(self, rel: str, why: str) -> None:
         if rel not in self._noted:
