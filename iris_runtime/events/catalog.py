@@ -8,6 +8,7 @@ from them (no traversal), and every write is atomic.
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -24,10 +25,12 @@ from iris_runtime.events.files import (
     error_path,
     event_path,
     existing_event_path,
+    folder_problem,
     is_event_file_name,
     parse_event_bytes,
     read_bounded,
     read_reason,
+    usable_folder,
     write_atomic,
 )
 
@@ -42,15 +45,24 @@ def list_events(
     waiting: Mapping[str, str] | None = None,
     next_time: NextTime | None = None,
 ) -> list[dict[str, Any]]:
-    """Every event file in ``folders``, valid or not, as plain JSON-able dicts."""
+    """Every event file in ``folders``, valid or not, as plain JSON-able dicts. A folder that is
+    a symlink is skipped (the watcher does not use it either, and logs why)."""
     out: list[dict[str, Any]] = []
     for folder in folders:
         directory = data_dir / folder.rel
-        if not directory.is_dir():
+        if folder_problem(data_dir, folder) is not None:
             continue
-        for path in sorted(directory.iterdir()):
-            if is_event_file_name(path.name) and path.is_file() and not path.is_symlink():
-                out.append(_describe(data_dir, folder, path, now, waiting or {}, next_time))
+        try:
+            with os.scandir(directory) as scan:
+                names = sorted(
+                    e.name
+                    for e in scan
+                    if is_event_file_name(e.name) and e.is_file(follow_symlinks=False)
+                )
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for name in names:
+            out.append(_describe(data_dir, folder, directory / name, now, waiting or {}, next_time))
     return out
 
 
@@ -109,6 +121,7 @@ def add_event(
     data_dir: Path, folder: Folder, name: str, spec: EventSpec, *, replace: bool = False
 ) -> Path:
     """Write event ``name`` (EventExists if it exists and ``replace`` is not set)."""
+    usable_folder(data_dir, folder)
     path = event_path(data_dir, folder, name)
     data = encode_event(spec)
     if replace:
@@ -119,9 +132,10 @@ def add_event(
 
 
 def remove_event(data_dir: Path, folder: Folder, name: str) -> Path:
-    """Delete event ``name`` (NotFound if there is none), and our reason file with it."""
+    """Delete event ``name`` (NotFound if there is none), and our reason file with it. A symlink
+    is removed itself; what it points to is left alone."""
     path = existing_event_path(data_dir, folder, name)
-    path.unlink()
+    path.unlink()  # never follows a symlink
     error_path(path).unlink(missing_ok=True)
     return path
 
@@ -130,10 +144,19 @@ def fire_event(data_dir: Path, folder: Folder, name: str, now: datetime) -> Path
     """Run event ``name`` once now: an immediate copy of it next to it. Its own schedule is left
     alone; the copy goes through the same lose-nothing path as any immediate event."""
     source = existing_event_path(data_dir, folder, name)
+    if source.is_symlink():
+        raise InvalidInput(
+            f"cannot fire {name!r}: it is a symbolic link (event files are regular files, and "
+            "links are never followed)",
+            code="invalid_event",
+        )
     try:
         spec = parse_event_bytes(read_bounded(source))
     except InvalidInput as exc:
         raise InvalidInput(f"cannot fire {name!r}: {exc.message}", code="invalid_event") from None
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise InvalidInput(f"cannot fire {name!r}: {why}", code="invalid_event") from None
     copy = EventSpec("immediate", spec.channel, spec.text)
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
     copy_name = f"{source.stem[:96]}.fired-{stamp}-{secrets.token_hex(3)}"

@@ -231,18 +231,56 @@ def validate_event_name(name: str) -> str:
     return stem
 
 
+def folder_problem(data_dir: Path, folder: Folder) -> str | None:
+    """Why ``folder`` must not be used, or None (also when it does not exist yet).
+
+    Each part of its path below the data dir must be a real folder: through a symlink, Iris
+    would read and consume (delete) files outside its data dir, and ``iris events rm`` would
+    delete them."""
+    current = data_dir
+    for part in folder.rel.split("/"):
+        current = current / part
+        shown = current.relative_to(data_dir).as_posix()
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"{shown}/ cannot be examined: {exc.strerror}"
+        if stat.S_ISLNK(mode):
+            return (
+                f"{shown} is a symbolic link; event folders must be real folders inside the "
+                "data dir, so it is not used"
+            )
+        if not stat.S_ISDIR(mode):
+            return f"{shown} is not a folder"
+    return None
+
+
+def usable_folder(data_dir: Path, folder: Folder) -> None:
+    """Refuse (InvalidInput, ``unsafe_folder``) to read or write through a folder that
+    :func:`folder_problem` objects to."""
+    problem = folder_problem(data_dir, folder)
+    if problem is not None:
+        raise InvalidInput(problem, code="unsafe_folder")
+
+
 def event_path(data_dir: Path, folder: Folder, name: str) -> Path:
-    """The file of event ``name`` in ``folder``, checked to stay inside it."""
-    directory = (data_dir / folder.rel).resolve()
-    path = (directory / (validate_event_name(name) + SUFFIX)).resolve()
-    if path.parent != directory:
-        raise InvalidInput("event path escapes its folder", code="path_traversal")
-    return path
+    """The file of event ``name`` in ``folder``. Nothing is resolved: the name is a bare file
+    name (so it cannot leave the folder), and a symlink is handled as the link itself."""
+    return data_dir / folder.rel / (validate_event_name(name) + SUFFIX)
 
 
 def existing_event_path(data_dir: Path, folder: Folder, name: str) -> Path:
+    """Like :func:`event_path`, but NotFound unless a file (or a symlink, which is never
+    followed) of that name is there."""
+    usable_folder(data_dir, folder)
     path = event_path(data_dir, folder, name)
-    if not path.is_file():
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = 0
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
         raise NotFound(f"no event {name!r} in {folder.rel}/", code="unknown_event")
     return path
 

@@ -41,6 +41,7 @@ from iris_runtime.events.files import (
     EventSpec,
     Folder,
     digest,
+    folder_problem,
     folders_for,
     read_bounded,
 )
@@ -167,7 +168,9 @@ class EventService:
         with self._lock:
             if self._watcher is not None:
                 return
-            (self.data_dir / ROOT_FOLDER).mkdir(mode=0o700, parents=True, exist_ok=True)
+            root = self.data_dir / ROOT_FOLDER
+            if not os.path.lexists(root):  # a symlink there is refused by the watcher, not used
+                root.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._store.open()
             self._recover()
             self._watcher = Watcher(
@@ -482,6 +485,12 @@ class EventService:
         if active is not None and active.digest == firing.digest:
             active.consumed = True
         path = self.data_dir / firing.event
+        folder = next(f for f in self.folders if firing.event.startswith(f.rel + "/"))
+        if folder_problem(self.data_dir, folder) is not None:
+            log.error(
+                "events: %s ran, but its folder is not usable; it is left alone", firing.event
+            )
+            return False
         try:
             if digest(read_bounded(path)) != firing.digest:
                 log.info("events: %s changed after it fired; the new version stays", firing.event)
@@ -574,6 +583,9 @@ class EventService:
 
     def _remove_leftover(self, row: Firing) -> None:
         path = self.data_dir / row.event
+        folder = Folder(row.event.rsplit("/", 1)[0])
+        if folder_problem(self.data_dir, folder) is not None:
+            return
         try:
             if digest(read_bounded(path)) == row.digest:
                 self._remove_file(path)

@@ -34,6 +34,7 @@ from iris_runtime.events.files import (
     Folder,
     digest,
     error_path,
+    folder_problem,
     is_event_file_name,
     is_ignored_name,
     parse_event_bytes,
@@ -76,6 +77,7 @@ class _File:
 class _FolderState:
     signature: tuple[int, int] | None = None
     racy: bool = True
+    problem: str | None = None  # why the folder is not used (a symlink), as last logged
 
 
 class Watcher:
@@ -122,7 +124,8 @@ class Watcher:
     def _folder_changed(self, folder: Folder) -> bool:
         state = self._folder_state[folder.rel]
         try:
-            st = os.stat(self.data_dir / folder.rel)
+            # lstat: a folder swapped for a symlink (or back) is a change too.
+            st = os.lstat(self.data_dir / folder.rel)
             signature: tuple[int, int] | None = (st.st_mtime_ns, st.st_ino)
         except OSError:
             signature = None
@@ -134,12 +137,13 @@ class Watcher:
         seen: dict[str, Signature] = {}
         errors: set[str] = set()
         try:
-            st = os.stat(directory)
+            st = os.lstat(directory)
             state.signature = (st.st_mtime_ns, st.st_ino)
             state.racy = time.time_ns() - st.st_mtime_ns < _RACY_NS
-            with os.scandir(directory) as entries:
-                for entry in entries:
-                    self._classify(folder, entry, seen, errors)
+            if self._usable(folder, state):
+                with os.scandir(directory) as entries:
+                    for entry in entries:
+                        self._classify(folder, entry, seen, errors)
         except FileNotFoundError:
             state.signature, state.racy = None, False
         except OSError as exc:
@@ -152,6 +156,18 @@ class Watcher:
             self._guarded_check(rel, folder, signature, has_error=f"{rel}{ERROR_SUFFIX}" in errors)
         for rel in errors:
             self._drop_orphan_error(self.data_dir / rel)
+
+    def _usable(self, folder: Folder, state: _FolderState) -> bool:
+        """Whether the folder may be scanned; a symlinked one is refused (its files, if any were
+        scheduled, count as gone), and said so once per change."""
+        problem = folder_problem(self.data_dir, folder)
+        if problem != state.problem:
+            if problem is not None:
+                log.warning("events: not watching %s/: %s", folder.rel, problem)
+            elif state.problem is not None:
+                log.info("events: watching %s/ again", folder.rel)
+            state.problem = problem
+        return problem is None
 
     def _classify(
         self, folder: Folder, entry: os.DirEntry[str], seen: dict[str, Signature], errors: set[str]
@@ -179,6 +195,8 @@ class Watcher:
             if known.status != "retrying":
                 continue
             folder = next(f for f in self.folders if rel.startswith(f.rel + "/"))
+            if self._folder_state[folder.rel].problem is not None:
+                continue  # the next scan of that folder reports its files gone
             try:
                 st = os.stat(self.data_dir / rel, follow_symlinks=False)
             except FileNotFoundError:

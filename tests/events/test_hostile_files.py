@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from iris_runtime.events.catalog import list_events
-from iris_runtime.events.files import folders_for
-from tests.events.conftest import START, Harness, immediate
+from iris_runtime.errors import InvalidInput
+from iris_runtime.events.catalog import add_event, fire_event, list_events, remove_event
+from iris_runtime.events.files import EventSpec, Folder, folders_for
+from tests.events.conftest import START, Harness, immediate, one_shot
 
 
 @pytest.mark.timeout(20)  # the bug was a hang: the watcher blocked opening the FIFO
@@ -58,3 +59,60 @@ def test_a_folder_named_like_a_reason_file_does_not_break_full_passes(harness: H
     assert [t.split("] ")[1] for t in harness.transport.texts()] == ["runs"]
     assert (harness.data_dir / "events/orphan.json.error").is_dir()
     assert bad.exists()
+
+
+@pytest.mark.parametrize("link", ["events", "slack"])
+def test_a_symlinked_event_folder_is_refused_and_what_it_points_to_is_left_alone(
+    harness: Harness, tmp_path: Path, caplog: pytest.LogCaptureFixture, link: str
+) -> None:
+    outside = tmp_path / "outside"
+    target = outside / "events" if link == "slack" else outside
+    target.mkdir(parents=True)
+    (target / "keep.json").write_text(json.dumps(immediate(text="outside")))
+    (target / "notes.json").write_text('{"my": "config"}')
+    os.symlink(outside, harness.data_dir / link)
+    service = harness.service()
+    for _ in range(3):
+        harness.step(service, 2)
+    assert harness.transport.accepted == []
+    assert sorted(os.listdir(target)) == ["keep.json", "notes.json"]
+    assert f"not watching {link}" in caplog.text and "symbolic link" in caplog.text
+
+
+def test_a_folder_replaced_by_a_symlink_cancels_its_events(
+    harness: Harness, tmp_path: Path
+) -> None:
+    service = harness.service()
+    harness.write("events/later.json", one_shot("2024-06-01T13:00:00Z"))
+    harness.step(service)
+    assert service.next_time("events/later.json") is not None
+    real = harness.data_dir / "events"
+    real.rename(tmp_path / "moved")
+    os.symlink(tmp_path / "moved", real)
+    harness.step(service, 3600)
+    assert service.next_time("events/later.json") is None
+    assert harness.transport.accepted == []
+    assert (tmp_path / "moved/later.json").exists()
+
+
+def test_removing_or_firing_a_symlinked_event_never_touches_its_target(harness: Harness) -> None:
+    target = harness.write("events/b.json", immediate())
+    os.symlink("b.json", harness.data_dir / "events/a.json")
+    with pytest.raises(InvalidInput, match="symbolic link"):
+        fire_event(harness.data_dir, Folder("events"), "a", START)
+    removed = remove_event(harness.data_dir, Folder("events"), "a")
+    assert removed == harness.data_dir / "events/a.json"
+    assert not os.path.lexists(removed) and target.exists()
+
+
+def test_writing_through_a_symlinked_folder_is_refused(harness: Harness, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, harness.data_dir / "events")
+    spec = EventSpec("immediate", "C1", "x")
+    with pytest.raises(InvalidInput) as refused:
+        add_event(harness.data_dir, Folder("events"), "x", spec)
+    assert refused.value.code == "unsafe_folder"
+    with pytest.raises(InvalidInput):
+        remove_event(harness.data_dir, Folder("events"), "x")
+    assert list(outside.iterdir()) == []
