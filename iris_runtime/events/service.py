@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from iris_runtime.engine.transport import TransportEvent, TransportRegistry
 from iris_runtime.errors import EngineStopping, InvalidInput, NotFound
+from iris_runtime.events.consume import consume, recover_consuming
 from iris_runtime.events.files import (
     ROOT_FOLDER,
     EventSpec,
@@ -484,24 +485,23 @@ class EventService:
         active = self._active.get(firing.event)
         if active is not None and active.digest == firing.digest:
             active.consumed = True
-        path = self.data_dir / firing.event
-        folder = next(f for f in self.folders if firing.event.startswith(f.rel + "/"))
-        if folder_problem(self.data_dir, folder) is not None:
+        return self._remove_fired(firing, "it ran")
+
+    def _remove_fired(self, firing: Firing, why: str) -> bool:
+        """Remove the version of the file that fired, never another; True unless that failed."""
+        if folder_problem(self.data_dir, _folder_of(firing.event)) is not None:
             log.error(
                 "events: %s ran, but its folder is not usable; it is left alone", firing.event
             )
             return False
         try:
-            if digest(read_bounded(path)) != firing.digest:
-                log.info("events: %s changed after it fired; the new version stays", firing.event)
-                return True
-            self._remove_file(path)
-        except FileNotFoundError:
-            return True
+            outcome = consume(self.data_dir / firing.event, firing.digest, unlink=self._remove_file)
         except OSError as exc:
             # It stays accepted: the next start removes the file without running it again.
-            log.error("events: %s ran but could not be removed: %s", firing.event, exc)
+            log.error("events: %s (%s) could not be removed: %s", firing.event, why, exc)
             return False
+        if outcome == "newer":
+            log.info("events: %s changed after it fired; the new version stays", firing.event)
         return True
 
     def _maybe_prune(self, now: datetime) -> None:
@@ -516,6 +516,12 @@ class EventService:
 
     def _recover(self) -> None:
         """Settle what the previous process left unsettled (see the module docstring)."""
+        for folder in self.folders:
+            if folder_problem(self.data_dir, folder) is None:
+                for name, outcome in recover_consuming(self.data_dir / folder.rel):
+                    log.info(
+                        "events: settled %s/%s, left half-removed (%s)", folder.rel, name, outcome
+                    )
         seen_runs: dict[str, set[str]] = {}
         for row in self._store.unsettled():
             if row.kind == "periodic":
@@ -582,18 +588,8 @@ class EventService:
             return None
 
     def _remove_leftover(self, row: Firing) -> None:
-        path = self.data_dir / row.event
-        folder = Folder(row.event.rsplit("/", 1)[0])
-        if folder_problem(self.data_dir, folder) is not None:
-            return
-        try:
-            if digest(read_bounded(path)) == row.digest:
-                self._remove_file(path)
-                log.info("events: removed %s, which had already fired", row.event)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            log.error("events: cannot remove %s, which had already fired: %s", row.event, exc)
+        if self._file_digest(row.event) == row.digest and self._remove_fired(row, "already fired"):
+            log.info("events: removed %s, which had already fired", row.event)
 
     # -- what the API shows -------------------------------------------------------------------
 
@@ -605,6 +601,10 @@ class EventService:
     def next_time(self, rel: str) -> datetime | None:
         with self._lock:
             return self._timetable.next_time(rel)
+
+
+def _folder_of(rel: str) -> Folder:
+    return Folder(rel.rsplit("/", 1)[0])
 
 
 def _log_fired(firings: Iterable[Firing]) -> None:
