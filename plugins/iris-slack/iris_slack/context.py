@@ -1,0 +1,305 @@
+"""Reply plumbing for one run on Slack: the placeholder, progress edits, chunking and threading.
+
+A message from a person gets a placeholder at once, in the thread it was written in (or a new
+thread under it). While the run works, the placeholder is edited in place with the latest status
+line and the text so far, at most one edit per second per channel (newer progress replaces
+progress not yet shown). When the run ends, the placeholder is replaced by the reply's first
+chunk and further chunks follow in the thread. A synthetic event (scheduled, or from the API) has
+no placeholder: its reply is posted when the run ends, the first chunk in the channel and the
+rest in that message's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from iris_runtime.engine.transport import ChannelInfo, ToolEvent, TransportEvent, UserInfo
+from iris_slack.api import SlackError
+from iris_slack.text import MIN_CHUNK_LENGTH, SLACK_MAX_LENGTH, escape, split_chunks
+
+if TYPE_CHECKING:
+    from iris_slack.transport import SlackTransport
+
+log = logging.getLogger(__name__)
+
+THINKING = "Thinking…"
+PROGRESS_PREVIEW_CHARS = 3000
+# Progress waits this long before its first edit, so a quick reply replaces the placeholder
+# directly instead of spending the channel's edit slot on a progress edit.
+PROGRESS_GRACE_SECONDS = 0.5
+# The conversation is gone for the bot: nothing more can be posted there.
+GONE_ERRORS = frozenset(
+    {"channel_not_found", "not_in_channel", "is_archived", "account_inactive", "invalid_auth"}
+)
+
+
+class SlackContext:
+    def __init__(
+        self,
+        transport: SlackTransport,
+        event: TransportEvent,
+        *,
+        placeholder_ts: str | None,
+        thread_ts: str | None,
+        placeholder_queued: bool = False,
+        channel_name: str | None,
+        channels: list[ChannelInfo],
+        users: list[UserInfo],
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.transport_id = "slack"
+        self.message = event
+        self.channel_name = channel_name
+        self.channels = channels
+        self.users = users
+        self.on_tool_event: Callable[[ToolEvent], None] | None = None
+        self.stopped = False  # set by the transport when someone asks to stop this run
+        self._transport = transport
+        self._api = transport.api
+        self._pacer = transport.pacer
+        self._sleep = sleep
+        self._channel = event.channel
+        self._thread = thread_ts
+        self._placeholder = placeholder_ts
+        self._placeholder_queued = placeholder_queued  # it says "queued": show "thinking"
+        self._limit = SLACK_MAX_LENGTH
+        self._parts: list[str] = []
+        self._status = ""
+        self._notes = 0
+        self._finished = False
+        self._deleted = False
+        self._gone = False
+        self._lock = threading.Lock()
+        self._edit_lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+
+    # -- MessageContext -----------------------------------------------------------------------
+
+    def respond(self, text: str, should_log: bool = True) -> None:
+        with self._lock:
+            self._parts.append(text)
+        self._progress()
+
+    def replace_message(self, text: str) -> None:
+        with self._lock:
+            self._parts = [text]
+        self._progress()
+
+    def respond_in_thread(self, text: str) -> None:
+        """A supplementary detail (an error, a note): posted in the thread right away."""
+        if not text.strip():
+            return
+        with self._lock:
+            self._notes += 1
+        self._post_chunks(split_chunks(text, self._limit))
+
+    def set_typing(self, is_typing: bool) -> None:
+        return None  # bots have no typing indicator; the placeholder says it
+
+    def set_status(self, text: str) -> None:
+        with self._lock:
+            self._status = text
+        self._progress()
+
+    def set_working(self, working: bool) -> None:
+        if working:
+            self._transport.run_started(self._channel, self)
+            if self._placeholder_queued:
+                self._progress()
+            return
+        try:
+            self._finish()
+        finally:
+            self._transport.run_ended(self._channel, self)
+
+    def upload_file(self, file_path: str, title: str | None = None) -> None:
+        path = Path(file_path)
+        try:
+            self._api.upload_file(self._channel, self._thread, path, title)
+        except (SlackError, OSError) as exc:
+            reason = exc.error if isinstance(exc, SlackError) else type(exc).__name__
+            log.warning("slack: could not upload a file to %s: %s", self._channel, reason)
+            self.respond_in_thread(f"(could not upload {path.name}: {reason})")
+
+    def delete_message(self) -> None:
+        with self._lock:
+            self._deleted = True
+            self._parts = []
+            placeholder, self._placeholder = self._placeholder, None
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        if placeholder is not None:
+            try:
+                self._api.delete_message(self._channel, placeholder)
+            except SlackError as exc:
+                log.warning(
+                    "slack: could not remove a placeholder in %s: %s", self._channel, exc.error
+                )
+
+    def accumulated_text(self) -> str:
+        with self._lock:
+            return "\n\n".join(self._parts)
+
+    # -- progress -----------------------------------------------------------------------------
+
+    def _render_progress(self) -> str:
+        text = "\n\n".join(self._parts)
+        status = self._status or THINKING
+        if not text:
+            return escape(f"_{status}_" if status == THINKING else f"_{THINKING} {status}_")
+        if len(text) > PROGRESS_PREVIEW_CHARS:
+            text = text[:PROGRESS_PREVIEW_CHARS] + "…"
+        return escape(f"{text}\n\n_{status}_")
+
+    def _progress(self) -> None:
+        """Show the run's progress in the placeholder, soon and paced per channel. Progress
+        that arrives while an edit is pending is folded into it (the newest state is shown),
+        and a run that ends within the grace period goes straight to its final reply."""
+        with self._lock:
+            if self._placeholder is None or self._finished or self._deleted or self._gone:
+                return
+            if self._timer is not None:
+                return  # the pending edit will show the newest state
+            delay = max(PROGRESS_GRACE_SECONDS, self._pacer.wait_hint(self._channel))
+            self._timer = threading.Timer(delay, self._flush_progress)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _flush_progress(self) -> None:
+        with self._edit_lock:
+            with self._lock:
+                self._timer = None
+                if self._finished or self._deleted or self._placeholder is None:
+                    return
+                placeholder = self._placeholder
+            self._wait_for_slot()
+            with self._lock:
+                if self._finished or self._deleted:
+                    return
+                text = self._render_progress()
+            try:
+                # Progress is best-effort: a failed edit is superseded by the next one.
+                self._api.update_message(self._channel, placeholder, text, attempts=2)
+            except SlackError as exc:
+                log.info("slack: a progress edit in %s failed: %s", self._channel, exc.error)
+                if exc.error in GONE_ERRORS:
+                    self._gone = True
+
+    # -- the final reply ----------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+            timer, self._timer = self._timer, None
+            text = "\n\n".join(self._parts)
+            placeholder = self._placeholder
+        if timer is not None:
+            timer.cancel()
+        with self._edit_lock:
+            if self._deleted:
+                return
+            chunks = split_chunks(text, self._limit) if text.strip() else []
+            if not chunks:
+                self._finish_without_text(placeholder)
+                return
+            if placeholder is None:
+                self._post_chunks(chunks)
+                return
+            leftover = self._edit_first(placeholder, chunks[0])
+            self._post_chunks(leftover + chunks[1:])
+
+    def _finish_without_text(self, placeholder: str | None) -> None:
+        if placeholder is None:
+            return
+        with self._lock:
+            notes = self._notes
+        if notes:  # the thread already says what happened (an error note, say)
+            try:
+                self._api.delete_message(self._channel, placeholder)
+            except SlackError as exc:
+                log.info("slack: could not remove a placeholder: %s", exc.error)
+            return
+        note = "_(stopped)_" if self.stopped else "_(no reply)_"
+        self._edit_first(placeholder, note)
+
+    def _wait_for_slot(self) -> None:
+        """Claim the channel's next edit slot and wait for it."""
+        delay = self._pacer.claim(self._channel)
+        if delay > 0:
+            self._sleep(delay)
+
+    def _edit_first(self, placeholder: str, chunk: str) -> list[str]:
+        """Replace the placeholder with ``chunk`` and return what is left of it to post: the
+        pieces after the first when ``msg_too_long`` made it re-split, all of it when the
+        placeholder could not be edited (it is posted instead), nothing otherwise."""
+        limit = self._limit
+        pieces = [chunk]
+        while True:
+            self._wait_for_slot()
+            try:
+                self._api.update_message(self._channel, placeholder, escape(pieces[0]))
+                return pieces[1:]
+            except SlackError as exc:
+                if exc.error == "msg_too_long" and limit // 2 >= MIN_CHUNK_LENGTH:
+                    limit //= 2
+                    self._limit = min(self._limit, limit)
+                    pieces = split_chunks(pieces[0], limit) + pieces[1:]
+                    continue
+                if exc.error in GONE_ERRORS:
+                    self._lost(exc)
+                    return []
+                log.warning(
+                    "slack: could not edit the placeholder in %s (%s); posting instead",
+                    self._channel,
+                    exc.error,
+                )
+                return pieces
+
+    def _post_chunks(self, chunks: list[str]) -> None:
+        for chunk in chunks:
+            # Chunks cut before a msg_too_long lowered the limit are cut again to fit it.
+            for piece in split_chunks(chunk, self._limit):
+                if self._gone:
+                    return
+                self._post_chunk(piece, self._limit)
+
+    def _post_chunk(self, chunk: str, limit: int) -> None:
+        try:
+            ts = self._api.post_message(self._channel, escape(chunk), self._thread)
+        except SlackError as exc:
+            if exc.error == "msg_too_long" and limit // 2 >= MIN_CHUNK_LENGTH:
+                half = limit // 2
+                self._limit = min(self._limit, half)
+                for piece in split_chunks(chunk, half):
+                    self._post_chunk(piece, half)
+                return
+            if exc.error in GONE_ERRORS:
+                self._lost(exc)
+                return
+            log.error(
+                "slack: a reply chunk of %d characters could not be posted in %s: %s "
+                "(the full reply is in the channel's log)",
+                len(chunk),
+                self._channel,
+                exc.error,
+            )
+            return
+        if self._thread is None:
+            self._thread = ts  # a reply with no thread yet: what follows goes under it
+
+    def _lost(self, exc: SlackError) -> None:
+        if not self._gone:
+            self._gone = True
+            log.warning(
+                "slack: cannot post in %s any more (%s); the reply stays in the channel's log",
+                self._channel,
+                exc.error,
+            )

@@ -1,0 +1,32 @@
+"""The ``slack`` plugin: registers the Slack transport when its two tokens are configured.
+
+With neither ``IRIS_SLACK_APP_TOKEN`` nor ``IRIS_SLACK_BOT_TOKEN`` set (nor their ``_FILE``
+forms) it registers nothing, imports no Slack code, connects nowhere and logs nothing. One token
+without the other is a configuration error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from iris_runtime import hookimpl
+from iris_runtime.config import Settings
+from iris_slack.config import SlackConfig
+
+if TYPE_CHECKING:
+    from iris_slack.transport import SlackTransport
+
+
+@hookimpl
+def register_transports(register: Callable[..., None], settings: Settings) -> None:
+    config = SlackConfig.from_env(settings.env)
+    if config is None:
+        return
+
+    def build(engine: Any) -> SlackTransport:
+        from iris_slack.transport import SlackTransport  # only when Slack is configured
+
+        return SlackTransport(engine, config)
+
+    register(build)

@@ -1,0 +1,472 @@
+"""SlackTransport: Iris on Slack over Socket Mode, through the official ``slack_sdk``.
+
+Inbound: Events API envelopes over the Socket Mode WebSocket (acknowledged at once, duplicates
+dropped). ``app_mention`` in a channel and any message in a direct message start a run; every
+other message is written to the channel's log only. ``stop`` stops the channel's run through
+``Engine.handle_stop``. Files are saved into the channel's folder first.
+
+Channels: a Slack conversation id (``C…``, ``G…``, ``D…`` followed by capital letters and
+digits) belongs to this transport, so channel-addressed API events and ``slack/events/`` files
+reach it even for a channel it has not seen yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+    ServerErrorRetryHandler,
+)
+from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
+from slack_sdk.socket_mode.websocket_client import SocketModeClient
+from slack_sdk.web import WebClient
+
+from iris_runtime.engine.channels import resolve_channel_path
+from iris_runtime.engine.core import Engine
+from iris_runtime.engine.runs import RunResult
+from iris_runtime.engine.transport import (
+    Attachment,
+    ChannelInfo,
+    ChannelState,
+    TransportEvent,
+    UserInfo,
+)
+from iris_runtime.errors import EngineStopping, IrisError, QueueFull
+from iris_slack.api import SlackApi, SlackError
+from iris_slack.config import SlackConfig
+from iris_slack.context import THINKING, SlackContext
+from iris_slack.directory import Directory
+from iris_slack.ordering import OrderedLanes
+from iris_slack.profile import SLACK_PROFILE
+from iris_slack.text import escape, inbound_text, safe_file_name, split_chunks
+from iris_slack.throttle import EditPacer
+
+log = logging.getLogger(__name__)
+
+# Slack conversation ids: C (channels), G (private channels, group DMs), D (direct messages).
+CHANNEL_ID = re.compile(r"[CDG][A-Z0-9]{2,31}")
+STOP_WORDS = frozenset({"stop", "/stop", "stop!", "stop."})
+# Message subtypes that are a person saying something; edits, joins, bots and the like are not.
+SPOKEN_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
+MAX_FILES_PER_MESSAGE = 10
+SEEN_CAPACITY = 4096
+QUEUED = "Queued: I will answer when the current reply is done."
+BUSY = (
+    "I'm busy in this channel: a reply is running and 5 more messages are waiting. "
+    "Send it again once I have answered."
+)
+EMPTY = "I'm here. Mention me with a question or a task."
+SHUTTING_DOWN = "I'm restarting; send that again in a minute."
+
+
+class SlackTransport:
+    transport_id = "slack"
+    prompt_profile = SLACK_PROFILE
+    stop_command_hint = "send `stop` in a direct message, or `@Iris stop` in the channel"
+
+    def __init__(self, engine: Engine, config: SlackConfig, *, pacer: EditPacer | None = None):
+        self._engine = engine
+        self._config = config
+        self._data_dir = engine.settings.data_dir
+        self._stopping = threading.Event()
+        self.api = SlackApi(config, stopping=self._stopping)
+        self.directory = Directory(self.api)
+        self.pacer = pacer or EditPacer()
+        self.connected = threading.Event()
+        self.bot_user_id: str | None = None
+        self._bot_id: str | None = None
+        self._lock = threading.Lock()
+        # (channel, message ts) -> (placeholder ts, whether it says "queued")
+        self._placeholders: dict[tuple[str, str], tuple[str, bool]] = {}
+        self._active: dict[str, SlackContext] = {}
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._socket: SocketModeClient | None = None
+        self._thread: threading.Thread | None = None
+        self._lanes = OrderedLanes()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect in the background: the engine's start must not wait for Slack."""
+        self._thread = threading.Thread(
+            target=self._connect, name="iris-slack-connect", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        socket, self._socket = self._socket, None
+        if socket is not None:
+            try:
+                socket.close()
+            except Exception:
+                log.exception("slack: closing the Socket Mode connection failed")
+        if self._thread is not None:
+            self._thread.join(10)
+        self._lanes.shutdown()
+
+    def _connect(self) -> None:
+        identity = self._retry_until_stopped("auth.test", self.api.auth_test)
+        if identity is None:
+            return
+        self.bot_user_id = str(identity.get("user_id") or "") or None
+        self._bot_id = str(identity.get("bot_id") or "") or None
+        self.directory.load()
+        client = SocketModeClient(
+            app_token=self._config.app_token,
+            web_client=self._socket_web_client(),
+            logger=logging.getLogger("iris_slack.socket_mode"),
+            auto_reconnect_enabled=True,
+            # One listener call at a time, in delivery order: it only acknowledges and queues
+            # the event on its channel's lane (see OrderedLanes).
+            concurrency=1,
+        )
+        client.socket_mode_request_listeners.append(self._on_request)
+        with self._lock:
+            if self._stopping.is_set():
+                client.close()
+                return
+            self._socket = client
+
+        def connect() -> None:
+            client.connect()
+
+        if self._retry_until_stopped("apps.connections.open", connect, result=False) is None:
+            return
+        self.connected.set()
+        log.info("slack: connected over Socket Mode as %s", identity.get("user") or "the bot")
+
+    def _socket_web_client(self) -> WebClient:
+        # The Socket Mode client opens (and re-opens) its connection with apps.connections.open;
+        # give that call the SDK's retry handlers, with backoff, since it runs on SDK threads.
+        backoff = BackoffRetryIntervalCalculator(backoff_factor=0.5)
+        return WebClient(
+            token=self._config.bot_token,
+            base_url=self._config.api_url,
+            timeout=30,
+            logger=logging.getLogger("iris_slack.sdk"),
+            retry_handlers=[
+                ConnectionErrorRetryHandler(max_retry_count=4, interval_calculator=backoff),
+                ServerErrorRetryHandler(max_retry_count=4, interval_calculator=backoff),
+                RateLimitErrorRetryHandler(max_retry_count=4),
+            ],
+        )
+
+    def _retry_until_stopped(self, what: str, action: Any, *, result: bool = True) -> Any:
+        """Run ``action`` until it works (True when it returns nothing) or Iris stops; a refused
+        credential ends the attempts (Slack stays off, with one error line)."""
+        attempt = 0
+        while not self._stopping.is_set():
+            attempt += 1
+            try:
+                value = action()
+                return value if result else True
+            except SlackError as exc:
+                if not exc.transient:
+                    log.error("slack: %s was refused (%s); Slack stays off", what, exc.error)
+                    return None
+                reason = exc.error
+            except Exception as exc:  # the SDK raises its own errors and plain network errors
+                response = getattr(exc, "response", None)
+                error = response.get("error") if response is not None else None
+                if error in {"invalid_auth", "not_authed", "not_allowed_token_type"}:
+                    log.error("slack: %s was refused (%s); Slack stays off", what, error)
+                    return None
+                reason = str(error or type(exc).__name__)
+            delay = self.api.backoff(min(attempt, 8))
+            log.warning("slack: %s failed (%s); trying again in %.0fs", what, reason, delay)
+            self._stopping.wait(delay)
+        return None
+
+    # -- ChannelTransport ---------------------------------------------------------------------
+
+    def owns_channel(self, channel_id: str) -> bool:
+        return bool(CHANNEL_ID.fullmatch(channel_id))
+
+    def channels(self) -> list[ChannelInfo]:
+        return self.directory.channels()
+
+    def users(self) -> list[UserInfo]:
+        return self.directory.users()
+
+    def post_message(self, channel_id: str, text: str) -> str:
+        """Post ``text`` as a new message (longer text continues in its thread); its ts."""
+        chunks = split_chunks(text) or ["(empty)"]
+        first = self.api.post_message(channel_id, escape(chunks[0]))
+        for chunk in chunks[1:]:
+            self.api.post_message(channel_id, escape(chunk), first)
+        return first
+
+    def update_message(self, channel_id: str, message_id: str, text: str) -> None:
+        chunks = split_chunks(text) or ["(empty)"]
+        delay = self.pacer.claim(channel_id)
+        if delay > 0:
+            self._stopping.wait(delay)
+        self.api.update_message(channel_id, message_id, escape(chunks[0]))
+
+    def enqueue_event(self, event: TransportEvent) -> bool:
+        """A synthetic event (scheduled, or ``POST /channels/<id>/events``): a run on the
+        ``events`` lane, replying in the channel. False when the channel's queue is full."""
+        try:
+            self._engine.submit(self, event, is_event=True, lane="events")
+        except QueueFull as exc:
+            log.warning("slack: refusing an event for %s: %s", event.channel, exc.message)
+            return False
+        return True
+
+    def create_context(
+        self, event: TransportEvent, state: ChannelState, is_event: bool = False
+    ) -> SlackContext:
+        with self._lock:
+            placeholder, queued = self._placeholders.pop((event.channel, event.ts), (None, False))
+        return SlackContext(
+            self,
+            event,
+            placeholder_ts=placeholder,
+            thread_ts=event.thread,
+            placeholder_queued=queued,
+            channel_name=self.directory.channel_name(event.channel),
+            channels=self.directory.channels(),
+            users=self.directory.users(),
+        )
+
+    # -- runs in progress (for stop) ----------------------------------------------------------
+
+    def run_started(self, channel: str, ctx: SlackContext) -> None:
+        with self._lock:
+            self._active[channel] = ctx
+
+    def run_ended(self, channel: str, ctx: SlackContext) -> None:
+        with self._lock:
+            if self._active.get(channel) is ctx:
+                del self._active[channel]
+
+    # -- inbound ------------------------------------------------------------------------------
+
+    def _on_request(self, client: Any, request: SocketModeRequest) -> None:
+        try:
+            client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
+        except Exception as exc:  # the connection went away; Slack sends the event again
+            log.info("slack: could not acknowledge an event (%s)", type(exc).__name__)
+        if request.type != "events_api" or not isinstance(request.payload, dict):
+            return
+        event = request.payload.get("event")
+        event_id = request.payload.get("event_id")
+        if not isinstance(event, dict) or (
+            isinstance(event_id, str) and self._seen_before(event_id)
+        ):
+            return
+        channel = event.get("channel")
+        key = channel if isinstance(channel, str) else ""
+        self._lanes.submit(key, lambda: self.handle_event(event))
+
+    def _seen_before(self, key: str) -> bool:
+        with self._lock:
+            if key in self._seen:
+                return True
+            self._seen[key] = None
+            while len(self._seen) > SEEN_CAPACITY:
+                self._seen.popitem(last=False)
+            return False
+
+    def handle_event(self, event: dict[str, Any]) -> None:
+        """One Events API event (the ``event`` of an ``events_api`` envelope)."""
+        kind = event.get("type")
+        channel = event.get("channel")
+        if kind == "app_mention":
+            self._on_message(event, mention=True)
+        elif kind == "message":
+            self._on_message(event, mention=False)
+        elif kind == "member_joined_channel" and event.get("user") == self.bot_user_id:
+            if isinstance(channel, str) and self.owns_channel(channel):
+                self.directory.joined(channel)
+        elif kind in {"channel_left", "group_left"} and isinstance(channel, str):
+            self.directory.left(channel)
+        elif kind in {"channel_rename", "group_rename"} and isinstance(channel, dict):
+            if isinstance(channel.get("id"), str) and isinstance(channel.get("name"), str):
+                self.directory.renamed(channel["id"], channel["name"])
+        elif kind in {"user_change", "team_join"} and isinstance(event.get("user"), dict):
+            self.directory.learn_user(event["user"])
+
+    def _on_message(self, event: dict[str, Any], *, mention: bool) -> None:
+        channel, ts, user = event.get("channel"), event.get("ts"), event.get("user")
+        raw = event.get("text") if isinstance(event.get("text"), str) else ""
+        assert isinstance(raw, str)
+        if event.get("subtype") not in SPOKEN_SUBTYPES or event.get("bot_id"):
+            return  # edits, deletions, joins, other bots and our own posts
+        if not (isinstance(channel, str) and isinstance(ts, str) and isinstance(user, str)):
+            return
+        if user == self.bot_user_id:
+            return
+        if not self.owns_channel(channel):
+            log.warning("slack: ignoring a message for an unexpected channel id %r", channel[:40])
+            return
+        direct = event.get("channel_type") == "im" or channel.startswith("D")
+        # In channels the app_mention starts the run; in a direct message, the message does.
+        triggers = not direct if mention else direct
+        if not triggers:
+            if not (self.bot_user_id and f"<@{self.bot_user_id}" in raw):
+                self._log_only(channel, event, raw, user)
+            return  # a mention's message event: its app_mention starts the run
+        if self._seen_before(f"{channel}:{ts}"):
+            return
+        self._start_run(event, channel, ts, user, raw)
+
+    def _log_only(self, channel: str, event: dict[str, Any], raw: str, user: str) -> None:
+        """A message Iris was not asked to answer is still part of the channel's log."""
+        try:
+            self._engine.sessions.append_marker(
+                channel,
+                "slack_message",
+                user=user,
+                userName=self.directory.user_name(user),
+                text=raw,
+                slackTs=event.get("ts"),
+                thread=event.get("thread_ts"),
+                files=[
+                    str(f.get("name", "")) for f in event.get("files") or [] if isinstance(f, dict)
+                ],
+            )
+        except (IrisError, OSError) as exc:
+            log.warning("slack: could not log a message of %s: %s", channel, exc)
+
+    def _start_run(self, event: dict[str, Any], channel: str, ts: str, user: str, raw: str) -> None:
+        text = inbound_text(raw, self.bot_user_id)
+        thread = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else ts
+        assert isinstance(thread, str)
+        if text.strip().lower() in STOP_WORDS:
+            self._log_only(channel, event, raw, user)
+            self._stop(channel, thread)
+            return
+        files = [f for f in event.get("files") or [] if isinstance(f, dict)]
+        if not text and not files:
+            self._log_only(channel, event, raw, user)
+            self._post_quietly(channel, EMPTY, thread)
+            return
+        busy = self._engine.is_running(channel)
+        placeholder = self._post_quietly(channel, f"_{QUEUED if busy else THINKING}_", thread)
+        attachments, problems = self._save_files(channel, ts, files)
+        if problems:
+            text = "\n".join([text, *problems]).strip()
+        run_event = TransportEvent(
+            channel=channel,
+            text=text or "(files only)",
+            user=user,
+            user_name=self.directory.user_name(user),
+            raw_text=raw,
+            ts=ts,
+            attachments=tuple(attachments),
+            thread=thread,
+        )
+        if placeholder is not None:
+            with self._lock:
+                self._placeholders[(channel, ts)] = (placeholder, busy)
+        try:
+            ticket = self._engine.submit(self, run_event)
+        except (QueueFull, EngineStopping) as exc:
+            with self._lock:
+                self._placeholders.pop((channel, ts), None)
+            self._log_only(channel, event, raw, user)
+            log.warning("slack: a message in %s was not run: %s", channel, exc.message)
+            note = BUSY if isinstance(exc, QueueFull) else SHUTTING_DOWN
+            self._replace_quietly(channel, placeholder, note, thread)
+            return
+        ticket.add_done_callback(lambda result: self._settled(channel, ts, thread, result))
+
+    def _settled(self, channel: str, ts: str, thread: str, result: RunResult) -> None:
+        """A run that never started (cancelled at shutdown) leaves its placeholder: say so."""
+        with self._lock:
+            placeholder = self._placeholders.pop((channel, ts), None)
+        if placeholder is not None and result.status == "cancelled":
+            self._replace_quietly(channel, placeholder[0], SHUTTING_DOWN, thread)
+
+    def _stop(self, channel: str, thread: str) -> None:
+        with self._lock:
+            ctx = self._active.get(channel)
+        if ctx is not None:
+            ctx.stopped = True
+        stopped = self._engine.handle_stop(channel)
+        self._post_quietly(channel, "_Stopping._" if stopped else "_Nothing is running._", thread)
+
+    def _post_quietly(self, channel: str, text: str, thread: str | None) -> str | None:
+        try:
+            return self.api.post_message(channel, escape(text), thread)
+        except SlackError as exc:
+            log.warning("slack: could not post in %s: %s", channel, exc.error)
+            return None
+
+    def _replace_quietly(
+        self, channel: str, placeholder: str | None, text: str, thread: str | None
+    ) -> None:
+        if placeholder is None:
+            self._post_quietly(channel, text, thread)
+            return
+        try:
+            self.update_message(channel, placeholder, text)
+        except SlackError as exc:
+            log.warning("slack: could not edit a message in %s: %s", channel, exc.error)
+
+    # -- files --------------------------------------------------------------------------------
+
+    def _save_files(
+        self, channel: str, ts: str, files: list[dict[str, Any]]
+    ) -> tuple[list[Attachment], list[str]]:
+        """Download shared files into ``<channel>/attachments/``; problems as prompt lines."""
+        saved: list[Attachment] = []
+        problems: list[str] = []
+        for index, info in enumerate(files):
+            name = safe_file_name(str(info.get("name") or info.get("title") or ""), f"file{index}")
+            if index >= MAX_FILES_PER_MESSAGE:
+                problems.append(f"(file {name} was not saved: at most {MAX_FILES_PER_MESSAGE})")
+                continue
+            try:
+                saved.append(self._save_file(channel, ts, index, name, info))
+            except SlackError as exc:
+                log.warning("slack: a file shared in %s was not saved: %s", channel, exc.error)
+                problems.append(f"(file {name} was not saved: {exc.error})")
+            except (IrisError, OSError) as exc:
+                log.warning("slack: a file shared in %s was not saved: %s", channel, exc)
+                problems.append(f"(file {name} was not saved)")
+        return saved, problems
+
+    def _save_file(
+        self, channel: str, ts: str, index: int, name: str, info: dict[str, Any]
+    ) -> Attachment:
+        url = info.get("url_private_download") or info.get("url_private")
+        if not isinstance(url, str) or info.get("mode") in {"tombstone", "external"}:
+            raise SlackError("files.download", "not_downloadable")
+        size = info.get("size")
+        limit = self._config.max_file_bytes
+        if isinstance(size, int) and size > limit:
+            raise SlackError("files.download", "file_too_large")
+        data = self.api.download(url, limit)
+        stamp = safe_file_name(ts, "0")
+        path = resolve_channel_path(
+            self._data_dir, channel, "attachments", f"{stamp}_{index}_{name}"
+        )
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _write_private(path, data)
+        return Attachment(local=str(path.relative_to(self._data_dir)), name=name)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write through a temp file and rename, mode 0600."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)

@@ -1,0 +1,106 @@
+"""Helpers for the Slack plugin's tests: a served Iris on the fake Slack, sub-agents, logs."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iris_runtime.testing.fake_slack import FakeSlack, Message
+from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
+
+
+def slack_fake(**kwargs: Any) -> FakeSlack:
+    """A started fake with tokens unique to the test (so a test can grep logs for them)."""
+    return FakeSlack(
+        bot_token="xoxb-" + secrets.token_hex(16),
+        app_token="xapp-" + secrets.token_hex(16),
+        **kwargs,
+    ).start()
+
+
+def serve(data_dir: Path, fake: FakeSlack, script: Path | None = None, **env: str) -> IrisServer:
+    """``iris serve`` with the Slack plugin pointed at ``fake`` (scripted provider if
+    ``script`` is given); returns once Slack is connected."""
+    extra = dict(fake.iris_env())
+    if script is not None:
+        extra.update(IRIS_PROVIDER="scripted", IRIS_SCRIPT_FILE=str(script))
+    extra.update(env)
+    iris = IrisServer(data_dir, env=extra).start()
+    try:
+        fake.wait_connected(30)
+    except AssertionError:
+        iris.stop()
+        raise AssertionError(
+            "Iris never connected to the fake Slack:\n" + iris.log_tail()
+        ) from None
+    return iris
+
+
+def write_rules(path: Path, rules: list[dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"rules": rules}), encoding="utf-8")
+    return path
+
+
+def log_entries(iris: IrisServer, channel: str) -> list[dict[str, Any]]:
+    path = iris.data_dir / channel / "log.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def replies(fake: FakeSlack, channel: str, thread: str) -> list[Message]:
+    """The bot's messages in a thread, oldest first."""
+    return [m for m in fake.thread(channel, thread) if m.bot and not m.deleted]
+
+
+def settled_reply(fake: FakeSlack, channel: str, thread: str, contains: str) -> list[Message]:
+    """Wait until the bot's messages in the thread contain ``contains``; return them."""
+
+    def done(f: FakeSlack) -> list[Message]:
+        found = replies(f, channel, thread)
+        return found if any(contains in m.current_text for m in found) else []
+
+    return fake.wait_for(done, f"a reply containing {contains!r} in {channel}/{thread}")
+
+
+@dataclass
+class SubAgent:
+    name: str
+    server: IrisServer
+    bridge_port: int
+    script: Path
+
+    @property
+    def bridge_url(self) -> str:
+        return f"http://127.0.0.1:{self.bridge_port}"
+
+    def rules(self, rules: list[dict[str, Any]]) -> None:
+        write_rules(self.script, rules)
+
+
+def start_subagent(base: Path, name: str, rules: list[dict[str, Any]]) -> SubAgent:
+    """A real sub-agent runtime (``iris serve`` in agent mode, scripted provider)."""
+    bridge_port = free_port()
+    script = write_rules(base / f"{name}-script.json", rules)
+    server = IrisServer(
+        base / f"{name}-data",
+        port=bridge_port + 100 if bridge_port < 65400 else free_port(),
+        env={
+            "AGENT_NAME": name,
+            "BRIDGE_PORT": str(bridge_port),
+            "IRIS_PROVIDER": "scripted",
+            "IRIS_SCRIPT_FILE": str(script),
+            "IRIS_BRIDGE_HEARTBEAT_MS": "200",
+        },
+    ).start()
+    return SubAgent(name, server, bridge_port, script)
+
+
+def register_agent(iris: IrisServer, name: str, url: str) -> None:
+    """``iris agents register`` through the real CLI."""
+    env = clean_environment(IRIS_DATA_DIR=str(iris.data_dir))
+    done = run_iris("agents", "register", name, url, env=env)
+    assert done.returncode == 0, done.stderr
