@@ -252,9 +252,10 @@ class FakeSlack:
             self.send_event(mention)
         return ts
 
-    def send_event(self, event: dict[str, Any]) -> str:
+    def send_event(self, event: dict[str, Any], *, event_id: str | None = None) -> str:
         """Deliver an Events API event over Socket Mode; returns its envelope id. Queued until a
-        connection is open, and delivered again if the connection drops before it is acked."""
+        connection is open, and delivered again if the connection drops before it is acked.
+        Passing an earlier ``event_id`` sends a duplicate, as Slack sometimes does."""
         envelope_id = f"env-{secrets.token_hex(8)}"
         envelope = {
             "envelope_id": envelope_id,
@@ -268,7 +269,7 @@ class FakeSlack:
                 "api_app_id": "AFAKE0001",
                 "event": event,
                 "type": "event_callback",
-                "event_id": self._new_id("Ev"),
+                "event_id": event_id or self._new_id("Ev"),
                 "event_time": int(time.time()),
                 "authorizations": [
                     {"team_id": self.team_id, "user_id": self.bot_user_id, "is_bot": True}
@@ -526,13 +527,15 @@ class FakeSlack:
             self._record(ApiCall(method, params, auth, now, 200, error))
             handler.send_json(200, {"ok": False, "error": error})
             return
-        if isinstance(fault, ApiError):
-            result: dict[str, Any] = {"ok": False, "error": fault.error}
-        else:
-            answer = getattr(self, "_m_" + method.replace(".", "_"), None)
-            result = answer(params) if answer else {"ok": False, "error": "unknown_method"}
-        failure = None if result.get("ok") else str(result.get("error"))
-        self._record(ApiCall(method, params, auth, now, 200, failure))
+        # The effect and its record appear together to a test waiting on either.
+        with self._cond:
+            if isinstance(fault, ApiError):
+                result: dict[str, Any] = {"ok": False, "error": fault.error}
+            else:
+                answer = getattr(self, "_m_" + method.replace(".", "_"), None)
+                result = answer(params) if answer else {"ok": False, "error": "unknown_method"}
+            failure = None if result.get("ok") else str(result.get("error"))
+            self._record(ApiCall(method, params, auth, now, 200, failure))
         handler.send_json(200, result)
 
     def _m_auth_test(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,15 @@ def serve(data_dir: Path, fake: FakeSlack, script: Path | None = None, **env: st
 def write_rules(path: Path, rules: list[dict[str, Any]]) -> Path:
     path.write_text(json.dumps({"rules": rules}), encoding="utf-8")
     return path
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+    """Poll ``condition`` until it is truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
 
 
 def log_entries(iris: IrisServer, channel: str) -> list[dict[str, Any]]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import html
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from slack_testkit import (
     serve,
     settled_reply,
     slack_fake,
+    wait_until,
     write_rules,
 )
 
@@ -82,15 +82,6 @@ def iris(base: Path, fake: FakeSlack) -> Iterator[IrisServer]:
 def channel(fake: FakeSlack, channel_id: str) -> str:
     fake.add_channel(channel_id, channel_id.lower())
     return channel_id
-
-
-def wait_until(condition: object, what: str, timeout: float = 30.0) -> None:
-    assert callable(condition)
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def model_prompts(base: Path) -> list[str]:

@@ -1,0 +1,104 @@
+"""``@agent`` on Slack with a real sub-agent runtime: Iris's own model is skipped, the placeholder
+shows the sub-agent's status lines, the reply lands in the same thread, and one Slack thread is
+one sub-agent conversation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from slack_testkit import (
+    SubAgent,
+    log_entries,
+    register_agent,
+    serve,
+    settled_reply,
+    slack_fake,
+    start_subagent,
+    wait_until,
+    write_rules,
+)
+
+from iris_runtime.testing.fake_slack import FakeSlack
+from iris_runtime.testing.server import IrisServer
+
+pytestmark = pytest.mark.slow
+
+HELPER_RULES = [
+    {
+        "when": "weather",
+        "turns": [
+            [{"tool": "bash", "args": {"command": "sleep 1.5"}}],
+            [{"text": "sunny, 21°C & <dry>"}],
+        ],
+    },
+    {"when": "recap", "turns": [[{"recall": True}]]},
+]
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("slack-agents")
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeSlack]:
+    fake = slack_fake()
+    yield fake
+    fake.stop()
+    assert fake.errors == [], fake.errors
+
+
+@pytest.fixture(scope="module")
+def helper(base: Path) -> Iterator[SubAgent]:
+    agent = start_subagent(base, "helper", HELPER_RULES)
+    yield agent
+    agent.server.stop()
+
+
+@pytest.fixture(scope="module")
+def iris(base: Path, fake: FakeSlack, helper: SubAgent) -> Iterator[IrisServer]:
+    script = write_rules(base / "iris-script.json", [])
+    server = serve(base / "data", fake, script, IRIS_SCRIPT_CALLS_FILE=str(base / "calls.jsonl"))
+    register_agent(server, "helper", helper.bridge_url)
+    yield server
+    server.stop()
+
+
+def test_an_agent_mention_goes_straight_to_the_sub_agent(
+    base: Path, fake: FakeSlack, iris: IrisServer
+) -> None:
+    ts = fake.mention("CGENERAL1", "@helper what's the weather?")
+    [reply] = settled_reply(fake, "CGENERAL1", ts, "sunny")
+    assert reply.thread_ts == ts
+    assert reply.current_text == "sunny, 21°C &amp; &lt;dry&gt;"  # posted by Iris, escaped
+    shown = [edit.text for edit in reply.edits[:-1]]
+    assert any("running bash" in text or "asking helper" in text for text in shown)
+    assert not (base / "calls.jsonl").exists()  # Iris's own model was never called
+    wait_until(lambda: log_entries(iris, "CGENERAL1")[-1].get("role") == "assistant", "the reply")
+    entries = log_entries(iris, "CGENERAL1")
+    assert [e["type"] for e in entries][-3:] == ["message", "bridge_call", "message"]
+    assert entries[-1]["agent"] == "helper" and entries[-1]["text"] == "sunny, 21°C & <dry>"
+
+
+def test_one_slack_thread_is_one_sub_agent_conversation(
+    base: Path, fake: FakeSlack, iris: IrisServer
+) -> None:
+    first = fake.mention("CRANDOM02", "@helper the weather please")
+    settled_reply(fake, "CRANDOM02", first, "sunny")
+    fake.mention("CRANDOM02", "@helper recap", thread_ts=first)
+    replies = settled_reply(fake, "CRANDOM02", first, "recall:")
+    assert replies[-1].current_text == "recall: the weather please"
+    elsewhere = fake.mention("CRANDOM02", "@helper recap")  # a new thread: a new conversation
+    [fresh] = settled_reply(fake, "CRANDOM02", elsewhere, "recall:")
+    assert fresh.current_text == "recall:"  # nothing earlier in this conversation
+    assert not (base / "calls.jsonl").exists()
+
+
+def test_an_unknown_agent_falls_through_to_iris(
+    base: Path, fake: FakeSlack, iris: IrisServer
+) -> None:
+    ts = fake.mention("CGENERAL1", "@nobody are you there")
+    settled_reply(fake, "CGENERAL1", ts, "echo: @nobody are you there")
+    assert (base / "calls.jsonl").exists()
