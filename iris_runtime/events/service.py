@@ -1,20 +1,16 @@
 """The event service: event files become runs on their channels, and none is lost on the way.
 
 The watcher (:mod:`.watcher`) reports files; this service schedules them on a
-:class:`~iris_runtime.events.schedule.Timetable` and a firing thread delivers what is due to the
-transport that owns the channel (``enqueue_event``, like any channel-addressed event). The rules
-that make delivery lose nothing:
+:class:`~iris_runtime.events.schedule.Timetable`, and a firing thread hands what is due to
+:mod:`.delivery`, which offers each run to the transport that owns the channel and records every
+step in ``state.db`` (see :mod:`.state`). On start-up, :mod:`.recovery` settles what the previous
+process left half-way. This module owns the schedule and the threads; the rules that make
+delivery lose nothing live with the code that keeps them.
 
-* a firing is written to ``state.db`` as *pending* before the queue is asked, *accepted* once it
-  took the run, and *done* once the file is removed; immediate and one-shot files are removed
-  only after acceptance (see :mod:`.state`);
-* a refusal (the channel's queue is full) is not a drop: the firing waits in that channel's line
-  and the head of the line is retried with backoff (0.25 s doubling to 5 s), in order, so a
-  full channel costs a few attempts per second however many events wait for it;
-* on start-up, unsettled firings of the previous process are checked against the channel's log:
-  a run that was seen is never run again (a crash between acceptance and removal just gets its
-  file removed); one that was accepted but never started (lost with the in-memory queue by a
-  crash or a shutdown) is delivered again from the prompt kept in ``state.db``.
+Locking: ``_lock`` guards the schedule (the timetable and the scheduled files) and is only held
+for in-memory work. ``state.db`` and file removals happen on the firing thread outside it
+(``_firing_lock`` keeps firing passes one at a time), so a slow or locked database delays firings
+but never the watcher or the API.
 
 Periodic events follow cron in their own timezone. Instants missed while Iris was down, or while
 the previous instant still waits for a full queue, are not replayed (the next one comes soon); a
@@ -27,16 +23,17 @@ import logging
 import os
 import threading
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from iris_runtime.engine.transport import TransportEvent, TransportRegistry
-from iris_runtime.errors import EngineStopping, InvalidInput, NotFound
-from iris_runtime.events.consume import consume, recover_consuming
+from iris_runtime.engine.transport import TransportRegistry
+from iris_runtime.errors import InvalidInput, NotFound
+from iris_runtime.events.consume import consume
+from iris_runtime.events.delivery import Delivery
 from iris_runtime.events.files import (
     ROOT_FOLDER,
     EventSpec,
@@ -45,7 +42,9 @@ from iris_runtime.events.files import (
     folder_problem,
     folders_for,
     read_bounded,
+    write_reason,
 )
+from iris_runtime.events.recovery import ChannelLog, Recovery
 from iris_runtime.events.schedule import Clock, Due, SystemClock, Timetable
 from iris_runtime.events.state import DB_NAME, Firing, FiringStore
 from iris_runtime.events.watcher import Watcher, WatcherThread
@@ -55,20 +54,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EVENT_USER = "event"
-RETRY_FIRST_SECONDS = 0.25
-RETRY_MAX_SECONDS = 5.0
 # The firing thread re-reads the clock at least this often, so a wall-clock jump (suspend,
 # NTP step) delays nothing by more than this; a far-away one-shot never rides one long timer.
 MAX_SLEEP_SECONDS = 1.0
 PRUNE_EVERY = timedelta(hours=1)
 KEEP_DONE_SECONDS = 7 * 24 * 3600.0
-# A run that never shows up in its channel's log is delivered again at most this many times.
-MAX_DELIVERIES = 3
-# Above this many firings in one pass, one summary line is logged instead of one per firing.
-LOG_EACH_UP_TO = 20
-
-ChannelLog = Callable[[str], list[dict[str, Any]]]
 
 
 def event_prompt(rel: str, spec: EventSpec, when: str, fired_late_at: datetime | None) -> str:
@@ -96,16 +86,6 @@ class _Active:
     consumed: bool = False  # accepted; its file is being (or could not be) removed
 
 
-@dataclass
-class _Line:
-    """Firings a channel's queue refused, retried in order."""
-
-    items: deque[Firing]
-    next_try: datetime
-    backoff: float = RETRY_FIRST_SECONDS
-    refusals: int = 1
-
-
 class EventService:
     """Schedules event files and delivers their runs. See the module docstring for the rules.
 
@@ -130,21 +110,25 @@ class EventService:
         self._clock = clock or SystemClock()
         self._poll = poll_seconds
         self._grace = timedelta(seconds=grace_seconds)
-        self._channel_log = channel_log
         self._remove_file = remove_file
         self._store = FiringStore(data_dir / DB_NAME)
         self._timetable = Timetable(self._clock)
         self._active: dict[str, _Active] = {}
-        self._lines: dict[str, _Line] = {}
-        self._queued: Counter[str] = Counter()  # firings waiting in lines, per event file
-        self._revived: list[Firing] = []
+        self._delivery = Delivery(
+            transports, self._store, self._clock, consume=self._consume, give_up=self._give_up
+        )
+        self._recovery = Recovery(data_dir, self._store, channel_log, remove=self._remove_fired)
+        # Due firings whose previous run could not be verified yet (see recovery).
+        self._blocked: dict[tuple[str, str], Firing] = {}
         self._lock = threading.RLock()
+        self._firing_lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._ready = threading.Event()
         self._watcher: Watcher | None = None
         self._threads: tuple[threading.Thread, WatcherThread] | None = None
         self._next_prune: datetime | None = None
+        self._last_failure = ""
 
     @classmethod
     def for_engine(cls, engine: Engine) -> EventService:
@@ -166,14 +150,17 @@ class EventService:
 
     def open(self) -> None:
         """Open ``state.db``, settle what the previous process left, prepare the watcher."""
-        with self._lock:
+        if self._watcher is not None:
+            return  # already open (checked again under the locks)
+        with self._firing_lock, self._lock:
             if self._watcher is not None:
                 return
             root = self.data_dir / ROOT_FOLDER
             if not os.path.lexists(root):  # a symlink there is refused by the watcher, not used
                 root.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._store.open()
-            self._recover()
+            revived = self._recovery.start(self.folders, self._clock.now())
+            self._delivery.hold(revived, check=False)
             self._watcher = Watcher(
                 self.data_dir, self.folders, self, self._clock, grace=self._grace
             )
@@ -196,8 +183,12 @@ class EventService:
             firing, watching = self._threads
             watching.stop(timeout)
             firing.join(timeout)
-        with self._lock:
-            self._store.close()
+        # A firing pass stuck on a locked database must not keep Iris from exiting.
+        if self._firing_lock.acquire(timeout=timeout):
+            try:
+                self._store.close()
+            finally:
+                self._firing_lock.release()
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Whether the first full scan has finished (everything on disk is scheduled)."""
@@ -226,18 +217,20 @@ class EventService:
             self._wake.clear()
             try:
                 self.tick()
-            except Exception:
-                log.exception("events: a firing pass failed; retrying")
+                self._last_failure = ""
+            except Exception as exc:
+                # Once per kind of failure: a database locked for minutes is one log entry, not
+                # one per retry. Nothing is lost meanwhile (see delivery).
+                failure = f"{type(exc).__name__}: {exc}"
+                if failure != self._last_failure:
+                    log.exception("events: a firing pass failed; retrying")
+                    self._last_failure = failure
             self._wake.wait(self._seconds_to_next())
 
     def _seconds_to_next(self) -> float:
         with self._lock:
-            times = [line.next_try for line in self._lines.values()]
             wakeup = self._timetable.next_wakeup()
-        if wakeup is not None:
-            times.append(wakeup)
-        if self._revived:
-            return 0.0
+        times = [t for t in (wakeup, self._delivery.next_try(), self._recovery.next_retry()) if t]
         if not times:
             return MAX_SLEEP_SECONDS
         seconds = (min(times) - self._clock.now()).total_seconds()
@@ -315,45 +308,30 @@ class EventService:
         return f"{active.spec.type} on {active.spec.channel}, next {when}"
 
     def _cancel(self, rel: str) -> bool:
-        """Forget the event's schedule and its firings still waiting for a queue."""
+        """Forget the event's schedule and its firings not yet taken by a queue."""
         active = self._active.pop(rel, None)
         self._timetable.remove(rel)
-        if active is not None and rel in self._queued:
-            dropped: list[Firing] = []
-            for channel, line in list(self._lines.items()):
-                mine = [f for f in line.items if f.event == rel and f.digest == active.digest]
-                if mine:
-                    dropped += mine
-                    line.items = deque(f for f in line.items if f not in mine)
-                    if not line.items:
-                        del self._lines[channel]
-            for firing in dropped:
-                self._unqueued(firing)
-            self._store.forget(f.ident for f in dropped)
+        if active is not None:
+            self._delivery.drop(rel, active.digest)
+            for ident in [i for i, f in self._blocked.items() if f.event == rel]:
+                del self._blocked[ident]
         return active is not None
-
-    def _unqueued(self, firing: Firing) -> None:
-        left = self._queued[firing.event] - 1
-        if left:
-            self._queued[firing.event] = left
-        else:
-            del self._queued[firing.event]
 
     # -- firing -------------------------------------------------------------------------------
 
     def tick(self) -> None:
-        """One firing pass: deliver what is due, retry waiting lines, prune old records."""
-        now = self._clock.now()
-        with self._lock:
-            if self._watcher is None or self._stopping.is_set():
-                return
-            if self._revived:
-                revived, self._revived = self._revived, []
-                self._offer_all(revived)
-            due = self._timetable.due(now)
-            if due:
-                self._deliver([f for d in due if (f := self._firing_for(d, now)) is not None])
-            self._retry_lines(now)
+        """One firing pass: hand over what is due, retry waiting lines, prune old records."""
+        with self._firing_lock:
+            now = self._clock.now()
+            with self._lock:
+                if self._watcher is None or self._stopping.is_set():
+                    return
+                due = self._timetable.due(now)
+                firings = [f for d in due if (f := self._firing_for(d, now)) is not None]
+                # Held by delivery from here on: whatever fails later, these are not lost.
+                self._delivery.hold(firings)
+            self._reverify(now)
+            self._delivery.run(now)
             self._maybe_prune(now)
 
     def _firing_for(self, due: Due, now: datetime) -> Firing | None:
@@ -362,7 +340,7 @@ class EventService:
             return None
         spec = active.spec
         if spec.type == "periodic":
-            if due.id in self._queued:
+            if self._delivery.is_waiting(due.id):
                 log.info(
                     "events: %s is still waiting for %s's queue; skipping its %s run",
                     due.id,
@@ -380,111 +358,34 @@ class EventService:
             key = f"immediate#{active.digest[:16]}"
             when = active.picked_up.isoformat(timespec="seconds")
         prompt = event_prompt(due.id, spec, when, now if due.late else None)
+        firing = Firing(due.id, key, spec.type, spec.channel, prompt, active.digest)
+        if self._delivery.has(firing.ident):
+            return None  # already on its way (delivered again after a restart)
+        if self._recovery.blocks(firing.ident):
+            self._blocked[firing.ident] = firing
+            return None
         if due.late:
             log.warning("events: %s was due %s; firing it late", due.id, when)
-        return Firing(due.id, key, spec.type, spec.channel, prompt, active.digest)
+        return firing
 
-    def _deliver(self, firings: list[Firing]) -> None:
-        stored = self._store.get_many(f.ident for f in firings)
-        fresh: list[Firing] = []
-        settled: list[Firing] = []
-        for firing in firings:
-            row = stored.get(firing.ident)
-            if row is None or (row.state == "done" and row.kind != "periodic"):
-                fresh.append(firing)  # new, or a new file with the content of a finished one
-            elif row.state == "pending":
-                # Left pending by a previous process that never saw it run (see _recover).
-                fresh.append(row.with_state("pending"))
-            elif row.state == "accepted":
-                settled.append(row)
-            else:
-                log.info("events: %s already ran for %s; not again", firing.event, firing.key)
-        self._offer_all(fresh)
-        if settled:
-            self._settle(settled)
-
-    def _offer_all(self, firings: list[Firing]) -> None:
-        if not firings:
-            return
-        self._store.put(f.with_state("pending") for f in firings)
-        accepted: list[Firing] = []
-        for firing in firings:
-            line = self._lines.get(firing.channel)
-            if line is not None:
-                line.items.append(firing)
-                self._queued[firing.event] += 1
-            elif self._offer(firing):
-                accepted.append(firing)
-            else:
-                self._start_line(firing)
-        if accepted:
-            self._settle(accepted)
-
-    def _offer(self, firing: Firing) -> bool:
-        """Hand the run to the channel's owner; False when it did not take it (for any reason)."""
-        event = TransportEvent(channel=firing.channel, text=firing.prompt, user=EVENT_USER)
-        try:
-            return bool(self._transports.owner(firing.channel).enqueue_event(event))
-        except EngineStopping:
-            return False
-        except Exception:
-            log.exception("events: delivering %s to %s failed", firing.event, firing.channel)
-            return False
-
-    def _start_line(self, firing: Firing) -> None:
-        now = self._clock.now()
-        self._lines[firing.channel] = _Line(
-            deque([firing]), now + timedelta(seconds=RETRY_FIRST_SECONDS)
-        )
-        self._queued[firing.event] += 1
-        log.warning(
-            "events: %s refused %s (its queue is full); it waits and is retried, nothing is "
-            "dropped",
-            firing.channel,
-            firing.event,
-        )
-
-    def _retry_lines(self, now: datetime) -> None:
-        for channel, line in list(self._lines.items()):
-            if line.next_try > now:
-                continue
-            accepted: list[Firing] = []
-            while line.items and self._offer(line.items[0]):
-                accepted.append(line.items.popleft())
-                self._unqueued(accepted[-1])
-            if accepted:
-                self._settle(accepted)
-            if not line.items:
-                del self._lines[channel]
-                log.info(
-                    "events: %s took its waiting events after %d refusal(s)",
-                    channel,
-                    line.refusals,
-                )
-                continue
-            line.refusals += 1
-            line.backoff = (
-                RETRY_FIRST_SECONDS if accepted else min(line.backoff * 2, RETRY_MAX_SECONDS)
-            )
-            line.next_try = now + timedelta(seconds=line.backoff)
-
-    def _settle(self, firings: list[Firing]) -> None:
-        """Accepted: record it, remove the files that were consumed, then record that."""
-        consumed = [f for f in firings if f.kind != "periodic"]
-        periodic = [f for f in firings if f.kind == "periodic"]
-        if consumed:
-            self._store.set_state((f.ident for f in consumed), "accepted")
-            done = [f for f in consumed if self._consume(f)]
-            self._store.set_state((f.ident for f in done), "done")
-        if periodic:
-            self._store.finish_periodic(periodic)
-        _log_fired(firings)
+    def _reverify(self, now: datetime) -> None:
+        """Firings whose previous run could not be verified at start-up, tried again."""
+        revived, pending = self._recovery.retry(now)
+        self._delivery.hold(revived, check=False)
+        with self._lock:
+            released = [f for i, f in self._blocked.items() if not self._recovery.blocks(i)]
+            for firing in released:
+                del self._blocked[firing.ident]
+            # A pending firing that did not run is offered as usual; any other was settled
+            # (it ran, or it is being delivered again from its record).
+            self._delivery.hold([f for f in released if f.ident in pending])
 
     def _consume(self, firing: Firing) -> bool:
         """Remove the file the firing came from; True once it is gone (or is a newer file)."""
-        active = self._active.get(firing.event)
-        if active is not None and active.digest == firing.digest:
-            active.consumed = True
+        with self._lock:
+            active = self._active.get(firing.event)
+            if active is not None and active.digest == firing.digest:
+                active.consumed = True
         return self._remove_fired(firing, "it ran")
 
     def _remove_fired(self, firing: Firing, why: str) -> bool:
@@ -504,6 +405,29 @@ class EventService:
             log.info("events: %s changed after it fired; the new version stays", firing.event)
         return True
 
+    def _give_up(self, firing: Firing, reason: str) -> None:
+        """Its channel kept failing: a periodic event skips this instant; a one-shot or
+        immediate file is rejected, its reason written next to it (edit or touch it to retry)."""
+        if firing.kind == "periodic":
+            log.error("events: skipping %s's run for %s: %s", firing.event, firing.key, reason)
+            return
+        with self._lock:
+            active = self._active.get(firing.event)
+            if active is not None and active.digest == firing.digest:
+                self._cancel(firing.event)
+        path = self.data_dir / firing.event
+        log.error(
+            "events: gave up on %s: %s (reason in %s.error; edit or touch the file to retry)",
+            firing.event,
+            reason,
+            firing.event,
+        )
+        try:
+            if digest(read_bounded(path)) == firing.digest:
+                write_reason(path, f"could not be delivered: {reason}")
+        except OSError as exc:
+            log.error("events: cannot write the reason for %s: %s", firing.event, exc)
+
     def _maybe_prune(self, now: datetime) -> None:
         if self._next_prune is not None and now < self._next_prune:
             return
@@ -512,91 +436,11 @@ class EventService:
         if removed:
             log.info("events: forgot %d finished firing(s) older than a week", removed)
 
-    # -- start-up -----------------------------------------------------------------------------
-
-    def _recover(self) -> None:
-        """Settle what the previous process left unsettled (see the module docstring)."""
-        for folder in self.folders:
-            if folder_problem(self.data_dir, folder) is None:
-                for name, outcome in recover_consuming(self.data_dir / folder.rel):
-                    log.info(
-                        "events: settled %s/%s, left half-removed (%s)", folder.rel, name, outcome
-                    )
-        seen_runs: dict[str, set[str]] = {}
-        for row in self._store.unsettled():
-            if row.kind == "periodic":
-                if row.state != "done":
-                    log.info(
-                        "events: %s's run for %s was still waiting at shutdown; periodic runs "
-                        "are not replayed",
-                        row.event,
-                        row.key,
-                    )
-                    self._store.forget([row.ident])
-                continue
-            if self._ran(row, seen_runs):
-                self._remove_leftover(row)
-                self._store.set_state([row.ident], "done")
-                self._store.mark_verified([row.ident])
-            elif row.state == "pending":
-                # The watcher picks the file up again and _deliver re-offers this row, unless
-                # the file was deleted or replaced while Iris was down (then this firing is moot).
-                if self._file_digest(row.event) != row.digest:
-                    self._store.forget([row.ident])
-            else:
-                self._revive(row)
-
-    def _ran(self, row: Firing, seen_runs: dict[str, set[str]]) -> bool:
-        if self._channel_log is None:
-            # Nothing to check against: trust the record (accepted means it ran).
-            return row.state != "pending"
-        if row.channel not in seen_runs:
-            try:
-                entries = self._channel_log(row.channel)
-            except Exception:
-                log.exception("events: cannot read %s's log", row.channel)
-                entries = []
-            seen_runs[row.channel] = {
-                str(e.get("text"))
-                for e in entries
-                if e.get("role") == "user" and e.get("status") != "cancelled"
-            }
-        return row.prompt in seen_runs[row.channel]
-
-    def _revive(self, row: Firing) -> None:
-        self._remove_leftover(row)
-        if row.attempts >= MAX_DELIVERIES:
-            log.error(
-                "events: %s was accepted %d times but never ran on %s; giving up on it",
-                row.event,
-                row.attempts,
-                row.channel,
-            )
-            self._store.mark_verified([row.ident])
-            return
-        log.warning(
-            "events: %s was accepted by %s but never ran (Iris stopped first); delivering again",
-            row.event,
-            row.channel,
-        )
-        self._revived.append(replace(row, attempts=row.attempts + 1))
-
-    def _file_digest(self, rel: str) -> str | None:
-        try:
-            return digest(read_bounded(self.data_dir / rel))
-        except OSError:
-            return None
-
-    def _remove_leftover(self, row: Firing) -> None:
-        if self._file_digest(row.event) == row.digest and self._remove_fired(row, "already fired"):
-            log.info("events: removed %s, which had already fired", row.event)
-
     # -- what the API shows -------------------------------------------------------------------
 
     def waiting(self) -> dict[str, str]:
-        """Events whose run waits for a full queue: file → channel."""
-        with self._lock:
-            return {f.event: c for c, line in self._lines.items() for f in line.items}
+        """Events whose run is due but not yet taken by its channel: file → channel."""
+        return self._delivery.waiting()
 
     def next_time(self, rel: str) -> datetime | None:
         with self._lock:
@@ -605,13 +449,3 @@ class EventService:
 
 def _folder_of(rel: str) -> Folder:
     return Folder(rel.rsplit("/", 1)[0])
-
-
-def _log_fired(firings: Iterable[Firing]) -> None:
-    fired = list(firings)
-    if len(fired) > LOG_EACH_UP_TO:
-        first, last = fired[0].event, fired[-1].event
-        log.info("events: %d runs accepted (%s ... %s)", len(fired), first, last)
-        return
-    for firing in fired:
-        log.info("events: %s fired on %s (%s)", firing.event, firing.channel, firing.kind)

@@ -177,9 +177,29 @@ class FiringStore:
                 rows,
             )
 
+    def settle(self, idents: Iterable[tuple[str, str]]) -> None:
+        """Nothing more will happen to these firings (they ran, or were given up): done and
+        verified, so start-up no longer looks at them and pruning forgets them in time."""
+        now = time.time()
+        with self._transaction() as conn:
+            conn.executemany(
+                "UPDATE event_firings SET state = 'done', verified = 1, updated = ? "
+                "WHERE event = ? AND key = ?",
+                [(now, event, key) for event, key in idents],
+            )
+
     def forget(self, idents: Iterable[tuple[str, str]]) -> None:
         with self._transaction() as conn:
             conn.executemany("DELETE FROM event_firings WHERE event = ? AND key = ?", list(idents))
+
+    def forget_pending(self, idents: Iterable[tuple[str, str]]) -> None:
+        """Forget firings that never reached a queue (cancelled); a firing that was accepted
+        meanwhile keeps its record."""
+        with self._transaction() as conn:
+            conn.executemany(
+                "DELETE FROM event_firings WHERE event = ? AND key = ? AND state = 'pending'",
+                list(idents),
+            )
 
     def unsettled(self) -> list[Firing]:
         """Firings a previous process may have left half-way: not yet done, or done but never

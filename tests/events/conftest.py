@@ -34,6 +34,12 @@ class FakeTransport:
     accepted: list[TransportEvent] = field(default_factory=list)
     offers: int = 0
     refuse: bool = False
+    # Raised by enqueue_event instead of taking the event (a broken channel).
+    fail_with: BaseException | None = None
+    # How the runs of events accepted from now on end, by text after the prompt's "] " (default
+    # "done"; None: no reply is logged, as when the process died mid-run).
+    outcome: dict[str, str | None] = field(default_factory=dict)
+    endings: dict[int, str | None] = field(default_factory=dict)  # id(event) -> its run's end
     prompt_profile: Any = None
     stop_command_hint: str = "stop"
 
@@ -56,9 +62,12 @@ class FakeTransport:
 
     def enqueue_event(self, event: TransportEvent) -> bool:
         self.offers += 1
+        if self.fail_with is not None:
+            raise self.fail_with
         if self.refuse:
             return False
         self.accepted.append(event)
+        self.endings[id(event)] = self.outcome.get(event.text.split("] ", 1)[-1], "done")
         return True
 
     def create_context(
@@ -70,12 +79,19 @@ class FakeTransport:
         return [e.text for e in self.accepted]
 
     def log(self, channel: str) -> list[dict[str, Any]]:
-        """What the engine's log of ``channel`` would hold had every accepted event run."""
-        return [
-            {"type": "message", "role": "user", "text": e.text}
-            for e in self.accepted
-            if e.channel == channel
-        ]
+        """What the engine's log of ``channel`` would hold had every accepted event run: its
+        message, then its reply (status "done" unless ``outcome`` says otherwise)."""
+        entries: list[dict[str, Any]] = []
+        for number, event in enumerate(self.accepted):
+            if event.channel != channel:
+                continue
+            run = f"run{number}"
+            entries.append({"type": "message", "role": "user", "text": event.text, "runId": run})
+            status = self.endings.get(id(event), "done")
+            if status is not None:
+                reply = {"type": "message", "role": "assistant", "text": "", "runId": run}
+                entries.append({**reply, "status": status})
+        return entries
 
 
 @dataclass

@@ -77,8 +77,9 @@ def test_an_event_waits_for_a_full_queue_and_runs_once_it_has_room(start_runtime
         for i in range(MAX_WAITING_PER_CHANNEL)
     ]
     path = drop(runtime, "later.json", {"type": "immediate", "channelId": channel, "text": "hi"})
-    assert runtime.events is not None
-    wait_for(lambda: "events/later.json" in runtime.events.waiting(), "the event to be refused")
+    service = runtime.events
+    assert service is not None
+    wait_for(lambda: "events/later.json" in service.waiting(), "the event to be refused")
     assert path.exists(), "the file must stay while the queue refuses it"
 
     runtime.engine.handle_stop(channel)

@@ -41,9 +41,11 @@ def history(server: IrisServer, session: str) -> list[dict[str, Any]]:
     return entries
 
 
-def scripted(start_iris: Start, write_script: WriteScript, **env: str) -> IrisServer:
+def scripted(
+    start_iris: Start, write_script: WriteScript, data_dir: Path | None = None, **env: str
+) -> IrisServer:
     script = write_script([{"when": "[EVENT:", "turns": [[{"text": "on it"}]]}])
-    return start_iris(IRIS_PROVIDER="scripted", IRIS_SCRIPT_FILE=str(script), **env)
+    return start_iris(data_dir, IRIS_PROVIDER="scripted", IRIS_SCRIPT_FILE=str(script), **env)
 
 
 def test_dropping_an_immediate_event_file_makes_iris_act(
@@ -95,8 +97,10 @@ def seed(data_dir: Path, rel: str, body: dict[str, str], state: str, ran: bool) 
     if ran:
         log = data_dir / body["channelId"] / "log.jsonl"
         log.parent.mkdir(parents=True, exist_ok=True)
-        entry = {"ts": 1.0, "type": "message", "role": "user", "text": prompt, "user": "event"}
-        log.write_text(json.dumps(entry) + "\n")
+        asked = {"type": "message", "role": "user", "text": prompt, "user": "event"}
+        answered = {"type": "message", "role": "assistant", "text": "done", "status": "done"}
+        entries = [{"ts": 1.0, "runId": "r1", **asked}, {"ts": 2.0, "runId": "r1", **answered}]
+        log.write_text("".join(json.dumps(e) + "\n" for e in entries))
     return prompt
 
 
@@ -109,7 +113,7 @@ def test_after_a_crash_an_accepted_event_that_ran_is_removed_not_rerun(
     server = scripted(start_iris, write_script, data_dir=data)
     wait_for(lambda: not (data / "events/once.json").exists(), "the leftover to be removed")
     time.sleep(1.5)  # several watcher and firing passes: nothing may run it again
-    assert [e["text"] for e in history(server, "c1")] == [prompt]
+    assert [e["text"] for e in history(server, "c1")] == [prompt, "done"]
 
 
 def test_after_a_crash_an_accepted_event_that_never_ran_runs_once(
