@@ -20,6 +20,7 @@ import pytest
 
 from iris_runtime.config import Settings
 from iris_runtime.testing.fake_llm import FakeAnthropic, FakeOpenAI
+from iris_runtime.testing.fake_slack import FakeSlack
 from iris_runtime.testing.openbao import OpenBaoDev, OpenBaoError, find_bao
 from iris_runtime.testing.server import IrisServer
 
@@ -111,3 +112,13 @@ def vault_env(openbao: OpenBaoDev) -> dict[str, str]:
 def vault_settings(vault_env: dict[str, str], tmp_path: Path) -> Settings:
     """``Settings`` built from ``vault_env`` with a temp data dir."""
     return Settings.from_env({**vault_env, "IRIS_DATA_DIR": str(tmp_path / "data")})
+
+
+@pytest.fixture
+def fake_slack() -> Iterator[FakeSlack]:
+    """A wire-level fake of Slack (Web API and Socket Mode) on loopback: point ``slack_sdk`` at
+    ``fake_slack.api_url``; ``fake_slack.iris_env()`` is the environment for an Iris with the
+    Slack plugin (``IRIS_SLACK_APP_TOKEN``, ``IRIS_SLACK_BOT_TOKEN``, ``IRIS_SLACK_API_URL``)."""
+    with FakeSlack() as fake:
+        yield fake
+    assert fake.errors == [], fake.errors  # a crash inside the fake is a test failure
