@@ -80,6 +80,9 @@ class Recovery:
         """Whether this firing waits for its channel's log to be readable."""
         return ident in self._unverified
 
+    def unverified(self) -> set[Ident]:
+        return set(self._unverified)
+
     def next_retry(self) -> datetime | None:
         return self._retry_at if self._unverified else None
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,7 +57,7 @@ log = logging.getLogger(__name__)
 # NTP step) delays nothing by more than this; a far-away one-shot never rides one long timer.
 MAX_SLEEP_SECONDS = 1.0
 PRUNE_EVERY = timedelta(hours=1)
-KEEP_DONE_SECONDS = 7 * 24 * 3600.0
+KEEP_SECONDS = 7 * 24 * 3600.0
 
 
 def event_prompt(rel: str, spec: EventSpec, when: str, fired_late_at: datetime | None) -> str:
@@ -111,7 +110,7 @@ class EventService:
         self._poll = poll_seconds
         self._grace = timedelta(seconds=grace_seconds)
         self._remove_file = remove_file
-        self._store = FiringStore(data_dir / DB_NAME)
+        self._store = FiringStore(data_dir / DB_NAME, now=lambda: self._clock.now().timestamp())
         self._timetable = Timetable(self._clock)
         self._active: dict[str, _Active] = {}
         self._delivery = Delivery(
@@ -432,9 +431,10 @@ class EventService:
         if self._next_prune is not None and now < self._next_prune:
             return
         self._next_prune = now + PRUNE_EVERY
-        removed = self._store.prune(time.time() - KEEP_DONE_SECONDS)
+        keep = self._delivery.in_progress() | self._recovery.unverified()
+        removed = self._store.prune(now.timestamp() - KEEP_SECONDS, keep=keep)
         if removed:
-            log.info("events: forgot %d finished firing(s) older than a week", removed)
+            log.info("events: forgot %d settled or moot firing(s) older than a week", removed)
 
     # -- what the API shows -------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -72,8 +72,9 @@ class Firing:
 class FiringStore:
     """The ``event_firings`` table. Opened lazily by :meth:`open`; safe to share among threads."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, now: Callable[[], float] = time.time) -> None:
         self.path = path
+        self._now = now  # epoch seconds for ``updated`` (the service's clock, so tests drive it)
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
 
@@ -135,7 +136,7 @@ class FiringStore:
 
     def put(self, firings: Iterable[Firing]) -> None:
         """Insert or overwrite these firings as given (one transaction)."""
-        now = time.time()
+        now = self._now()
         with self._transaction() as conn:
             conn.executemany(
                 f"INSERT OR REPLACE INTO event_firings ({_COLUMNS}, updated) "  # noqa: S608
@@ -147,7 +148,7 @@ class FiringStore:
             )
 
     def set_state(self, idents: Iterable[tuple[str, str]], state: FiringState) -> None:
-        now = time.time()
+        now = self._now()
         with self._transaction() as conn:
             conn.executemany(
                 "UPDATE event_firings SET state = ?, updated = ? WHERE event = ? AND key = ?",
@@ -164,7 +165,7 @@ class FiringStore:
     def finish_periodic(self, firings: Iterable[Firing]) -> None:
         """Mark periodic firings done and forget the event's earlier instants: missed instants
         are never replayed, so only the latest one is worth remembering."""
-        now = time.time()
+        now = self._now()
         rows = [(f.event, f.key) for f in firings]
         with self._transaction() as conn:
             conn.executemany(
@@ -180,7 +181,7 @@ class FiringStore:
     def settle(self, idents: Iterable[tuple[str, str]]) -> None:
         """Nothing more will happen to these firings (they ran, or were given up): done and
         verified, so start-up no longer looks at them and pruning forgets them in time."""
-        now = time.time()
+        now = self._now()
         with self._transaction() as conn:
             conn.executemany(
                 "UPDATE event_firings SET state = 'done', verified = 1, updated = ? "
@@ -211,13 +212,21 @@ class FiringStore:
             ).fetchall()
         return [_firing(row) for row in rows]
 
-    def prune(self, older_than: float) -> int:
-        """Forget finished firings last touched before ``older_than`` (epoch seconds)."""
+    def prune(self, older_than: float, *, keep: Collection[tuple[str, str]] = ()) -> int:
+        """Forget firings last touched before ``older_than`` (epoch seconds): finished ones, and
+        pending ones (their file was rejected, or deleted while Iris was down) except those in
+        ``keep`` (still waiting for their queue)."""
         with self._transaction() as conn:
-            cursor = conn.execute(
+            removed = conn.execute(
                 "DELETE FROM event_firings WHERE state = 'done' AND updated < ?", (older_than,)
-            )
-        return cursor.rowcount
+            ).rowcount
+            stale = conn.execute(
+                "SELECT event, key FROM event_firings WHERE state = 'pending' AND updated < ?",
+                (older_than,),
+            ).fetchall()
+            moot = [(str(e), str(k)) for e, k in stale if (e, k) not in keep]
+            conn.executemany("DELETE FROM event_firings WHERE event = ? AND key = ?", moot)
+        return removed + len(moot)
 
     def count(self) -> int:
         with self._transaction() as conn:

@@ -136,13 +136,17 @@ class Watcher:
         state = self._folder_state[folder.rel]
         seen: dict[str, Signature] = {}
         errors: set[str] = set()
+        listed: set[str] = set()
         try:
             st = os.lstat(directory)
             state.signature = (st.st_mtime_ns, st.st_ino)
-            state.racy = time.time_ns() - st.st_mtime_ns < _RACY_NS
+            # A folder changed this very moment may change again unseen within the same tick;
+            # one stamped in the future (clock skew) cannot: any change stamps it with now.
+            state.racy = 0 <= time.time_ns() - st.st_mtime_ns < _RACY_NS
             if self._usable(folder, state):
                 with os.scandir(directory) as entries:
                     for entry in entries:
+                        listed.add(f"{folder.rel}/{entry.name}")
                         self._classify(folder, entry, seen, errors)
         except FileNotFoundError:
             state.signature, state.racy = None, False
@@ -152,6 +156,8 @@ class Watcher:
         prefix = folder.rel + "/"
         for rel in [r for r in self._files if r.startswith(prefix) and r not in seen]:
             self._gone(rel)
+        # Names noted once and no longer there are forgotten (the set would only grow).
+        self._noted -= {r for r in self._noted if r.startswith(prefix) and r not in listed}
         for rel, signature in seen.items():
             self._guarded_check(rel, folder, signature, has_error=f"{rel}{ERROR_SUFFIX}" in errors)
         for rel in errors:

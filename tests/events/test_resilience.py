@@ -6,8 +6,10 @@ logged once, with its reason."""
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,12 +18,24 @@ import pytest
 
 from iris_runtime.errors import EngineStopping
 from iris_runtime.events.delivery import MAX_FAILURES
+from iris_runtime.events.files import EventSpec, Folder
 from iris_runtime.events.recovery import VERIFY_RETRY_SECONDS
 from iris_runtime.events.service import EventService
 from iris_runtime.events.state import FiringStore
-from tests.events.conftest import Harness, immediate, one_shot, periodic
+from iris_runtime.events.watcher import Watcher
+from tests.events.conftest import FakeTransport, Harness, immediate, one_shot, periodic
 
 Failing = Callable[..., Any]
+
+
+class Recorder:
+    """A watcher's sink that schedules nothing."""
+
+    def on_event(self, rel: str, folder: Folder, spec: EventSpec, file_digest: str) -> None:
+        return None
+
+    def on_gone(self, rel: str) -> None:
+        return None
 
 
 @contextmanager
@@ -305,3 +319,100 @@ def test_a_run_that_never_goes_to_its_end_is_given_up_and_settled(harness: Harne
     store.open()
     assert store.unsettled() == [], "given up for good: not looked at on every start"
     store.close()
+
+
+# -- what would otherwise only grow ------------------------------------------------------------
+
+WEEK = 7 * 24 * 3600.0
+
+
+def firing_count(harness: Harness) -> int:
+    store = FiringStore(harness.data_dir / "state.db")
+    store.open()
+    try:
+        return store.count()
+    finally:
+        store.close()
+
+
+def test_records_of_rejected_and_given_up_firings_are_pruned_after_a_week(
+    harness: Harness,
+) -> None:
+    # A firing left pending whose file is rejected after the restart (its transport is gone).
+    claimed = FakeTransport("tg", prefix="tg-", refuse=True)
+    harness.registry.add(claimed)
+    first = harness.service()
+    harness.write("events/orphaned.json", immediate(channel="tg-1", text="orphaned"))
+    # A run that never goes to its end, given up after three deliveries.
+    harness.transport.outcome["crashy"] = "stopped"
+    harness.write("events/crashy.json", immediate(text="crashy"))
+    harness.step(first)
+    first.stop()
+    harness.registry = type(harness.registry)()
+    harness.transport.prefix = "C"  # nobody owns tg-1 now
+    harness.registry.add(harness.transport, fallback=True)
+    for _ in range(3):
+        service = harness.service()
+        harness.step(service)
+        service.stop()
+    assert texts(harness) == ["crashy"] * 3
+    assert (harness.data_dir / "events/orphaned.json.error").exists()
+    assert firing_count(harness) == 2
+
+    service = harness.service()
+    harness.step(service, WEEK - 3600)
+    assert firing_count(harness) == 2, "kept for a week"
+    harness.step(service, 2 * 3600)
+    assert firing_count(harness) == 0
+
+
+def test_an_event_waiting_longer_than_a_week_keeps_its_record(harness: Harness) -> None:
+    service = harness.service()
+    harness.transport.refuse = True
+    harness.write("events/patient.json", immediate(text="patient"))
+    harness.step(service)
+    for _ in range(8 * 24):
+        harness.step(service, 3600)
+    assert firing_count(harness) == 1
+    harness.transport.refuse = False
+    harness.step(service, 5)
+    assert texts(harness) == ["patient"]
+
+
+def test_names_noted_once_are_forgotten_when_they_go(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="iris_runtime.events")
+    service = harness.service()
+    notes = harness.write("events/notes.txt", "not an event")
+    harness.step(service)
+    harness.step(service, 1)
+    assert caplog.text.count("ignoring events/notes.txt") == 1
+    notes.unlink()
+    harness.step(service, 1)
+    harness.write("events/notes.txt", "back again")
+    harness.step(service, 1)
+    assert caplog.text.count("ignoring events/notes.txt") == 2
+
+
+def test_a_folder_stamped_in_the_future_is_not_rescanned_on_every_poll(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = harness.data_dir / "events"
+    folder.mkdir()
+    harness.write("events/daily.json", periodic("0 9 * * *"))
+    future = time.time_ns() + 3600 * 10**9
+    os.utime(folder, ns=(future, future))
+    watcher = Watcher(harness.data_dir, [Folder("events")], Recorder(), harness.clock)
+    watcher.scan_once()
+    scans: list[object] = []
+    real = os.scandir
+
+    def counting(path: Any) -> Any:
+        scans.append(path)
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", counting)
+    for _ in range(10):
+        watcher.poll_once()
+    assert scans == []
