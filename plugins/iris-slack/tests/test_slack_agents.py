@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from slack_testkit import (
@@ -25,7 +26,7 @@ from iris_runtime.testing.server import IrisServer
 
 pytestmark = pytest.mark.slow
 
-HELPER_RULES = [
+HELPER_RULES: list[dict[str, Any]] = [
     {
         "when": "weather",
         "turns": [
@@ -34,6 +35,7 @@ HELPER_RULES = [
         ],
     },
     {"when": "recap", "turns": [[{"recall": True}]]},
+    {"when": "slowjob", "turns": [[{"text": "working on it"}, {"sleep": 60}]]},
 ]
 
 
@@ -102,3 +104,17 @@ def test_an_unknown_agent_falls_through_to_iris(
     ts = fake.mention("CGENERAL1", "@nobody are you there")
     settled_reply(fake, "CGENERAL1", ts, "echo: @nobody are you there")
     assert (base / "calls.jsonl").exists()
+
+
+def test_stop_reaches_a_delegated_run(base: Path, fake: FakeSlack, iris: IrisServer) -> None:
+    fake.add_channel("CAGSTOP01", "agent-stop")
+    ts = fake.mention("CAGSTOP01", "@helper slowjob")
+    wait_until(
+        lambda: any(e["type"] == "bridge_call" for e in log_entries(iris, "CAGSTOP01")),
+        "the delegated request",
+    )
+    fake.mention("CAGSTOP01", "stop", thread_ts=ts)
+    messages = settled_reply(fake, "CAGSTOP01", ts, "(stopped)")
+    assert any(m.text == "_Stopping._" for m in messages)
+    wait_until(lambda: log_entries(iris, "CAGSTOP01")[-1].get("role") == "assistant", "the end")
+    assert log_entries(iris, "CAGSTOP01")[-1]["status"] == "stopped"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from iris_slack.config import SlackConfig
 from iris_runtime.config import Settings
 from iris_runtime.errors import ConfigError
 from iris_runtime.plugins import PluginHost
+from iris_runtime.testing.fake_slack import FakeSlack
 from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
 
 PROBE = """
@@ -106,3 +108,18 @@ def test_tokens_can_come_from_files_and_never_show_in_repr(tmp_path: Path) -> No
                 "IRIS_SLACK_API_URL": "file:///etc/passwd",
             }
         )
+
+
+@pytest.mark.slow
+def test_the_shipped_fixtures_drive_a_served_iris(
+    fake_slack: FakeSlack, start_iris: Callable[..., IrisServer]
+) -> None:
+    """The example of docs/slack.md, as a plugin author would write it."""
+    start_iris(**fake_slack.iris_env())
+    fake_slack.wait_connected()
+    ts = fake_slack.mention("CGENERAL1", "hello")
+    [reply] = fake_slack.wait_for(
+        lambda f: [m for m in f.thread("CGENERAL1", ts) if "You said: hello" in m.current_text],
+        "a reply in the thread",
+    )
+    assert reply.text == "_Thinking…_" and reply.thread_ts == ts

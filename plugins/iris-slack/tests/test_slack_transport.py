@@ -9,6 +9,7 @@ import html
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from slack_testkit import (
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.slow
 LONG_LINES = [f"{i:05d} {'&<tag> ' * (i % 5)}{'lorem ipsum ' * (i % 17)}" for i in range(1400)]
 LONG_REPLY = "\n".join([*LONG_LINES, "END-OF-REPLY"])
 MARKUP = "<!here> hi <@UANA00001>, see <https://example.com/a?b=1&c=2|docs> a&b <script>x</script>"
-RULES = [
+RULES: list[dict[str, Any]] = [
     {"when": "LONGREPLY", "turns": [[{"text": LONG_REPLY}]]},
     {"when": "SLOWRUN", "turns": [[{"text": "partial words"}, {"sleep": 30}, {"text": " never"}]]},
     {
@@ -40,6 +41,7 @@ RULES = [
         ],
     },
     {"when": "MARKUP", "turns": [[{"text": MARKUP}]]},
+    {"when": "QUIET", "turns": [[{"text": "[SILENT] nothing to report"}]]},
     {
         "when": "ATTACHFILE",
         "turns": [
@@ -212,6 +214,23 @@ def test_a_channel_addressed_api_event_reaches_the_slack_transport(
     assert posted.thread_ts is None  # an event has no thread: it is posted in the channel
     assert posted.text == "echo: api ping"  # no placeholder, no edits
     assert not posted.edits
+
+
+def test_silent_replies_post_nothing_and_drop_the_placeholder(
+    fake: FakeSlack, iris: IrisServer
+) -> None:
+    ch = channel(fake, "CQUIET001")
+    assert iris.post(f"/channels/{ch}/events", json_body={"text": "QUIET check"}).status == 202
+    ts = fake.mention(ch, "QUIET please")
+    [placeholder] = fake.wait_for(
+        lambda f: [m for m in f.thread(ch, ts) if m.bot and m.deleted], "the placeholder removed"
+    )
+    assert not placeholder.edits
+    wait_until(
+        lambda: len([e for e in log_entries(iris, ch) if e.get("role") == "assistant"]) == 2,
+        "both silent replies in the log",
+    )
+    assert [m for m in fake.bot_messages(ch) if not m.deleted] == []
 
 
 def test_a_scheduled_event_in_slack_events_reaches_the_slack_transport(
