@@ -10,6 +10,7 @@ import json
 import sys
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import click
@@ -17,7 +18,7 @@ import click
 from iris_runtime.cli.common import load_settings
 from iris_runtime.errors import IrisError
 from iris_runtime.events.catalog import add_event, fire_event, list_events, remove_event
-from iris_runtime.events.files import folder_of, folders_for, parse_event_fields
+from iris_runtime.events.files import Folder, choose_folder, folders_on_disk, parse_event_fields
 from iris_runtime.events.schedule import SystemClock
 
 P = ParamSpec("P")
@@ -40,8 +41,15 @@ def _clean_errors(func: Callable[P, R]) -> Callable[P, R]:
 _transport_option = click.option(
     "--transport",
     metavar="ID",
-    help="Use <ID>/events/ (events for that transport's channels) instead of events/.",
+    help="Use <ID>/events/ (events for that transport's channels) instead of events/: slack, "
+    "telegram, or a transport whose folder a running Iris created.",
 )
+
+
+def _folder(data_dir: Path, transport: str | None) -> Folder:
+    # No Iris is needed to manage events, so no transport is running here: the folders a
+    # running Iris watches are known from the data dir (see folders_on_disk).
+    return choose_folder(folders_on_disk(data_dir), transport)
 
 
 @click.group()
@@ -55,7 +63,8 @@ def events() -> None:
 def list_command(as_json: bool) -> None:
     """List every event file, with its next run or the reason it was rejected."""
     settings = load_settings()
-    entries = list_events(settings.data_dir, folders_for([]), SystemClock().now())
+    folders = folders_on_disk(settings.data_dir)
+    entries = list_events(settings.data_dir, folders, SystemClock().now())
     if as_json:
         click.echo(json.dumps(entries, indent=2, ensure_ascii=False))
         return
@@ -109,7 +118,8 @@ def add(
     elif schedule:
         fields.update(type="periodic", schedule=schedule, timezone=timezone)
     spec = parse_event_fields(fields)
-    path = add_event(load_settings().data_dir, folder_of(transport), name, spec, replace=replace)
+    data_dir = load_settings().data_dir
+    path = add_event(data_dir, _folder(data_dir, transport), name, spec, replace=replace)
     click.echo(f"added {path}")
 
 
@@ -119,7 +129,8 @@ def add(
 @_clean_errors
 def remove(name: str, transport: str | None) -> None:
     """Remove event NAME (it will not run again)."""
-    path = remove_event(load_settings().data_dir, folder_of(transport), name)
+    data_dir = load_settings().data_dir
+    path = remove_event(data_dir, _folder(data_dir, transport), name)
     click.echo(f"removed {path}")
 
 
@@ -129,6 +140,6 @@ def remove(name: str, transport: str | None) -> None:
 @_clean_errors
 def fire(name: str, transport: str | None) -> None:
     """Run event NAME once now (its own schedule is unchanged)."""
-    now = SystemClock().now()
-    path = fire_event(load_settings().data_dir, folder_of(transport), name, now)
+    data_dir = load_settings().data_dir
+    path = fire_event(data_dir, _folder(data_dir, transport), name, SystemClock().now())
     click.echo(f"fired {name}: {path}")

@@ -74,10 +74,32 @@ def _describe(
     waiting: Mapping[str, str],
     next_time: NextTime | None,
 ) -> dict[str, Any]:
-    rel = path.relative_to(data_dir).as_posix()
-    entry: dict[str, Any] = {
+    entry = _blank_entry(data_dir, folder, path)
+    try:
+        spec = parse_event_bytes(read_bounded(path))
+    except (InvalidInput, OSError) as exc:
+        entry["status"] = "rejected"
+        entry["error"] = exc.message if isinstance(exc, InvalidInput) else str(exc)
+        return entry
+    rel = entry["id"]
+    reason = read_reason(error_path(path))
+    status = "rejected" if reason else "waiting" if rel in waiting else "scheduled"
+    upcoming = next_time(rel) if next_time is not None else None
+    return _filled(entry, spec, status, upcoming or _next_fire(spec, now), reason)
+
+
+def describe_written(
+    data_dir: Path, folder: Folder, path: Path, spec: EventSpec, now: datetime
+) -> dict[str, Any]:
+    """The entry of an event just written from ``spec``, without reading the folder again: the
+    file may be gone already (an immediate event runs within a second of being written)."""
+    return _filled(_blank_entry(data_dir, folder, path), spec, "scheduled", _next_fire(spec, now))
+
+
+def _blank_entry(data_dir: Path, folder: Folder, path: Path) -> dict[str, Any]:
+    return {
         "name": path.name[: -len(SUFFIX)],
-        "id": rel,
+        "id": path.relative_to(data_dir).as_posix(),
         "transport": folder.transport,
         "status": "scheduled",
         "type": None,
@@ -89,20 +111,17 @@ def _describe(
         "next": None,
         "error": None,
     }
-    try:
-        spec = parse_event_bytes(read_bounded(path))
-    except (InvalidInput, OSError) as exc:
-        entry["status"] = "rejected"
-        entry["error"] = exc.message if isinstance(exc, InvalidInput) else str(exc)
-        return entry
+
+
+def _filled(
+    entry: dict[str, Any],
+    spec: EventSpec,
+    status: str,
+    upcoming: datetime,
+    reason: str | None = None,
+) -> dict[str, Any]:
     entry.update(spec.to_json())
-    reason = read_reason(error_path(path))
-    if reason:
-        entry["status"], entry["error"] = "rejected", reason
-    elif rel in waiting:
-        entry["status"] = "waiting"
-    upcoming = next_time(rel) if next_time is not None else None
-    entry["next"] = (upcoming or _next_fire(spec, now)).isoformat()
+    entry.update(status=status, next=upcoming.isoformat(), error=reason)
     return entry
 
 

@@ -67,9 +67,29 @@ class Folder:
 
 
 def folders_for(transport_ids: list[str]) -> list[Folder]:
-    """``events/`` plus ``<id>/events/`` for the named transports and those the spec names."""
+    """The watched folders: ``events/`` plus ``<id>/events/`` for the named transports and those
+    the spec names. A running Iris names its loaded transports that claim channels."""
     ids = sorted({*KNOWN_TRANSPORT_FOLDERS, *(t for t in transport_ids if is_safe_token(t))})
     return [Folder(ROOT_FOLDER), *(Folder(f"{t}/{ROOT_FOLDER}", t) for t in ids)]
+
+
+def folders_on_disk(data_dir: Path) -> list[Folder]:
+    """The watched folders as far as can be told without a running Iris (the CLI's view):
+    those of :func:`folders_for`, plus ``<id>/events/`` wherever such a real folder exists. A
+    running Iris creates that folder at start-up for each loaded transport, so a transport from
+    a plugin is known once Iris has run with it."""
+    try:
+        with os.scandir(data_dir) as scan:
+            candidates = [e.name for e in scan if is_safe_token(e.name) and e.is_dir()]
+    except (FileNotFoundError, NotADirectoryError):
+        candidates = []
+    ids = [
+        name
+        for name in candidates
+        if stat.S_ISDIR(_lstat_mode(data_dir / name / ROOT_FOLDER))
+        and folder_problem(data_dir, Folder(f"{name}/{ROOT_FOLDER}", name)) is None
+    ]
+    return folders_for(ids)
 
 
 def folder_of(transport: str | None) -> Folder:
@@ -79,6 +99,27 @@ def folder_of(transport: str | None) -> Folder:
     if not is_safe_token(transport):
         raise InvalidInput(f"invalid transport {transport[:40]!r}", code="invalid_transport")
     return Folder(f"{transport}/{ROOT_FOLDER}", transport)
+
+
+def choose_folder(watched: list[Folder], transport: str | None) -> Folder:
+    """The folder for ``transport`` among the ``watched`` ones; InvalidInput
+    (``invalid_transport``) for any other, which nothing would ever read."""
+    folder = folder_of(transport)
+    if folder in watched:
+        return folder
+    known = ", ".join(f.transport for f in watched if f.transport is not None)
+    raise InvalidInput(
+        f"no events folder is watched for transport {transport!r} (known: {known}); leave the "
+        f"transport out to use {ROOT_FOLDER}/, which delivers to any channel",
+        code="invalid_transport",
+    )
+
+
+def _lstat_mode(path: Path) -> int:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return 0
 
 
 @dataclass(frozen=True)

@@ -154,9 +154,16 @@ class EventService:
         with self._firing_lock, self._lock:
             if self._watcher is not None:
                 return
-            root = self.data_dir / ROOT_FOLDER
-            if not os.path.lexists(root):  # a symlink there is refused by the watcher, not used
-                root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # events/, and <id>/events/ of each loaded transport: that folder existing is how
+            # `iris events` (which runs no transport) knows the folder is watched.
+            loaded = {t.transport_id for t in self._transports.claiming()}
+            for folder in self.folders:
+                path = self.data_dir / folder.rel
+                # A symlink there is refused by the watcher, never followed nor replaced.
+                if (folder.transport is None or folder.transport in loaded) and not (
+                    os.path.lexists(path) or folder_problem(self.data_dir, folder)
+                ):
+                    path.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._store.open()
             revived = self._recovery.start(self.folders, self._clock.now())
             self._delivery.hold(revived, check=False)

@@ -13,12 +13,18 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from iris_runtime.errors import InvalidInput, PayloadTooLarge
-from iris_runtime.events.catalog import add_event, fire_event, list_events, remove_event
+from iris_runtime.events.catalog import (
+    add_event,
+    describe_written,
+    fire_event,
+    list_events,
+    remove_event,
+)
 from iris_runtime.events.files import (
     MAX_EVENT_BYTES,
     Folder,
-    folder_of,
-    folders_for,
+    choose_folder,
+    folders_on_disk,
     parse_event_fields,
 )
 from iris_runtime.events.schedule import SystemClock
@@ -35,25 +41,28 @@ def _runtime() -> Runtime:
     return runtime
 
 
-def _folder() -> Folder:
-    return folder_of(request.args.get("transport") or None)
+def _watched(runtime: Runtime) -> list[Folder]:
+    """The folders the running service watches: the only ones worth writing to."""
+    if runtime.events is not None:
+        return runtime.events.folders
+    return folders_on_disk(runtime.settings.data_dir)
+
+
+def _folder(runtime: Runtime) -> Folder:
+    return choose_folder(_watched(runtime), request.args.get("transport") or None)
 
 
 @blueprint.get("/events")
 def list_all() -> Response:
     runtime = _runtime()
     service = runtime.events
-    if service is not None:
-        folders = service.folders
-        entries = list_events(
-            runtime.settings.data_dir,
-            folders,
-            SystemClock().now(),
-            waiting=service.waiting(),
-            next_time=service.next_time,
-        )
-    else:
-        entries = list_events(runtime.settings.data_dir, folders_for([]), SystemClock().now())
+    entries = list_events(
+        runtime.settings.data_dir,
+        _watched(runtime),
+        SystemClock().now(),
+        waiting=service.waiting() if service is not None else None,
+        next_time=service.next_time if service is not None else None,
+    )
     return jsonify({"events": entries})
 
 
@@ -62,7 +71,8 @@ def add() -> tuple[Response, int]:
     runtime = _runtime()
     body = _small_json_body()
     name = string_field(body, "name")
-    folder = folder_of(string_field(body, "transport") if "transport" in body else None)
+    transport = string_field(body, "transport") if "transport" in body else None
+    folder = choose_folder(_watched(runtime), transport)
     replace = body.get("replace", False)
     if not isinstance(replace, bool):
         raise InvalidInput("'replace' must be true or false", code="invalid_field")
@@ -71,19 +81,16 @@ def add() -> tuple[Response, int]:
         problem = runtime.events.route_problem(folder, spec)
         if problem is not None:
             raise InvalidInput(problem, code="unroutable_event")
-    path = add_event(runtime.settings.data_dir, folder, name, spec, replace=replace)
-    [entry] = [
-        e
-        for e in list_events(runtime.settings.data_dir, [folder], SystemClock().now())
-        if e["name"] == path.stem
-    ]
-    return jsonify(entry), 201
+    data_dir = runtime.settings.data_dir
+    path = add_event(data_dir, folder, name, spec, replace=replace)
+    # From what was written, not from the folder: an immediate event may have run already.
+    return jsonify(describe_written(data_dir, folder, path, spec, SystemClock().now())), 201
 
 
 @blueprint.delete("/events/<path:name>")
 def remove(name: str) -> Response:
     runtime = _runtime()
-    path = remove_event(runtime.settings.data_dir, _folder(), name)
+    path = remove_event(runtime.settings.data_dir, _folder(runtime), name)
     return jsonify({"removed": True, "id": _rel(runtime, path)})
 
 
@@ -91,12 +98,13 @@ def remove(name: str) -> Response:
 def fire(name: str) -> tuple[Response, int]:
     runtime = _runtime()
     json_object()  # an empty body, or {}
-    path = fire_event(runtime.settings.data_dir, _folder(), name, SystemClock().now())
+    folder = _folder(runtime)
+    path = fire_event(runtime.settings.data_dir, folder, name, SystemClock().now())
     return jsonify({"fired": True, "id": _rel(runtime, path)}), 202
 
 
 def _rel(runtime: Runtime, path: Path) -> str:
-    return path.relative_to(runtime.settings.data_dir.resolve()).as_posix()
+    return path.relative_to(runtime.settings.data_dir).as_posix()
 
 
 def _small_json_body() -> dict[str, Any]:
