@@ -11,6 +11,7 @@ import click
 from iris_runtime.cli.common import listen_ports, plugin_host, port_problem
 from iris_runtime.config import Settings, mask
 from iris_runtime.errors import ConfigError, IrisError
+from iris_runtime.events.state import DB_NAME, database_problem
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,22 @@ def _data_dir_checks(settings: Settings) -> list[Check]:
     else:
         checks.append(Check("data_dir", "ok", f"{path} (mode {mode:o})"))
     checks.extend(_private_file_checks(settings))
+    checks.append(_events_check(settings))
     return checks
+
+
+def _events_check(settings: Settings) -> Check:
+    # Iris still starts with a broken state.db, but runs no scheduled events: say so here.
+    path = settings.data_dir / DB_NAME
+    problem = database_problem(path)
+    if problem is None:
+        return Check("events", "ok", f"{path}" if path.exists() else "state.db not created yet")
+    return Check(
+        "events",
+        "fail",
+        f"{path}: {problem}; scheduled events are disabled until it is repaired or moved "
+        "aside (see docs/events.md)",
+    )
 
 
 # Files that hold tokens, keys or who-asked-for-what: anything looser than 0600 is a finding.

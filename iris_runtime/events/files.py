@@ -53,6 +53,13 @@ class EventExists(IrisError):
     status = 409
 
 
+class EventsUnavailable(IrisError):
+    """Scheduled events are disabled in this process (``state.db`` could not be opened)."""
+
+    code = "events_unavailable"
+    status = 503
+
+
 def _invalid(reason: str) -> InvalidInput:
     return InvalidInput(reason, code="invalid_event")
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from iris_runtime.events.delivery import Delivery
 from iris_runtime.events.files import (
     ROOT_FOLDER,
     EventSpec,
+    EventsUnavailable,
     Folder,
     digest,
     folder_problem,
@@ -128,6 +130,8 @@ class EventService:
         self._threads: tuple[threading.Thread, WatcherThread] | None = None
         self._next_prune: datetime | None = None
         self._last_failure = ""
+        # Why scheduled events are disabled in this process, or None.
+        self.unavailable: str | None = None
 
     @classmethod
     def for_engine(cls, engine: Engine) -> EventService:
@@ -148,31 +152,53 @@ class EventService:
         return folders_for(ids)
 
     def open(self) -> None:
-        """Open ``state.db``, settle what the previous process left, prepare the watcher."""
+        """Open ``state.db``, settle what the previous process left, prepare the watcher.
+
+        Raises EventsUnavailable (and stays unavailable) when ``state.db`` cannot be used."""
         if self._watcher is not None:
             return  # already open (checked again under the locks)
+        if self.unavailable is not None:
+            raise EventsUnavailable(self.unavailable)
         with self._firing_lock, self._lock:
             if self._watcher is not None:
                 return
-            # events/, and <id>/events/ of each loaded transport: that folder existing is how
-            # `iris events` (which runs no transport) knows the folder is watched.
-            loaded = {t.transport_id for t in self._transports.claiming()}
-            for folder in self.folders:
-                path = self.data_dir / folder.rel
-                # A symlink there is refused by the watcher, never followed nor replaced.
-                if (folder.transport is None or folder.transport in loaded) and not (
-                    os.path.lexists(path) or folder_problem(self.data_dir, folder)
-                ):
-                    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._store.open()
-            revived = self._recovery.start(self.folders, self._clock.now())
+            try:
+                self._make_folders()
+                self._store.open()
+                revived = self._recovery.start(self.folders, self._clock.now())
+            except (sqlite3.Error, OSError) as exc:
+                # Without its record, delivery could neither promise "nothing lost" nor "nothing
+                # twice": nothing runs and nothing is touched until the record is usable again.
+                self._store.close()
+                self.unavailable = (
+                    f"{self._store.path} cannot be used ({type(exc).__name__}: {exc}); scheduled "
+                    "events are disabled until it is repaired or moved aside (see docs/events.md)"
+                )
+                log.error("events: %s", self.unavailable)
+                raise EventsUnavailable(self.unavailable) from exc
             self._delivery.hold(revived, check=False)
             self._watcher = Watcher(
                 self.data_dir, self.folders, self, self._clock, grace=self._grace
             )
 
+    def _make_folders(self) -> None:
+        # events/, and <id>/events/ of each loaded transport: that folder existing is how
+        # `iris events` (which runs no transport) knows the folder is watched.
+        loaded = {t.transport_id for t in self._transports.claiming()}
+        for folder in self.folders:
+            path = self.data_dir / folder.rel
+            # A symlink there is refused by the watcher, never followed nor replaced.
+            if (folder.transport is None or folder.transport in loaded) and not (
+                os.path.lexists(path) or folder_problem(self.data_dir, folder)
+            ):
+                path.mkdir(mode=0o700, parents=True, exist_ok=True)
+
     def start(self) -> None:
-        self.open()
+        """Start watching and firing; with ``state.db`` unusable, Iris runs on without events."""
+        try:
+            self.open()
+        except EventsUnavailable:
+            return  # logged; the API answers 503 and `iris doctor` says why
         assert self._watcher is not None
         firing = threading.Thread(target=self._run, name="iris-events", daemon=True)
         watching = WatcherThread(self._watcher, self._poll, on_ready=self._on_ready)

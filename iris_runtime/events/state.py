@@ -85,9 +85,13 @@ class FiringStore:
             conn = sqlite3.connect(
                 self.path, timeout=10.0, isolation_level=None, check_same_thread=False
             )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.execute(_SCHEMA)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+                conn.execute(_SCHEMA)
+            except BaseException:
+                conn.close()  # e.g. "file is not a database": nothing half-open is kept
+                raise
             self._conn = conn
         self.path.chmod(0o600)
 
@@ -232,6 +236,24 @@ class FiringStore:
         with self._transaction() as conn:
             (total,) = conn.execute("SELECT COUNT(*) FROM event_firings").fetchone()
         return int(total)
+
+
+def database_problem(path: Path) -> str | None:
+    """What is wrong with ``state.db`` at ``path`` (None: nothing, or it does not exist yet),
+    checked read-only, for ``iris doctor``."""
+    if not path.exists():
+        return None
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
+        try:
+            (verdict,) = conn.execute("PRAGMA quick_check").fetchone()
+            if verdict != "ok":
+                return f"integrity check failed: {verdict}"
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _values(f: Firing) -> tuple[object, ...]:

@@ -364,3 +364,34 @@ def test_the_cli_knows_the_folders_iris_watches_and_never_follows_a_symlinked_ev
     assert "symbolic link" in iris("fire", "a", ok=False).stderr
     iris("rm", "a")
     assert not os.path.lexists(data / "events/a.json") and target.exists()
+
+
+def test_a_corrupt_state_db_disables_events_but_iris_still_serves(
+    spec: dict[str, Any], start_iris: Start, tmp_path: Path
+) -> None:
+    data = tmp_path / "corrupt"
+    (data / "events").mkdir(parents=True, mode=0o700)
+    (data / "state.db").write_bytes(b"not a database " * 1000)
+    event = data / "events/keep.json"
+    event.write_text(json.dumps({"type": "immediate", "channelId": "SESSION-k", "text": "x"}))
+    server = start_iris(data)
+    assert server.get("/health").status == 200
+
+    listed = assert_documented(spec, "GET", "/events", server.get("/events"), 503)
+    assert listed["code"] == "events_unavailable" and "state.db" in listed["error"]
+    body = {"name": "n", "type": "immediate", "channelId": "SESSION-k", "text": "x"}
+    added = assert_documented(spec, "POST", "/events", server.post("/events", json_body=body), 503)
+    assert added["code"] == "events_unavailable"
+    fired = server.post("/events/keep/fire")
+    assert assert_documented(spec, "POST", "/events/{name}/fire", fired, 503)["code"] == (
+        "events_unavailable"
+    )
+    assert "scheduled events are disabled" in server.log_tail(200)
+    assert sorted(p.name for p in (data / "events").iterdir()) == ["keep.json"]
+
+    doctor = run_iris(
+        "doctor", env=clean_environment(IRIS_DATA_DIR=str(data), IRIS_LOAD_PLUGINS=""), timeout=60
+    )
+    [line] = [line for line in doctor.stdout.splitlines() if "] events" in line]
+    assert "[fail]" in line and "file is not a database" in line
+    assert doctor.returncode == 1

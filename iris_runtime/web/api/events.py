@@ -22,12 +22,13 @@ from iris_runtime.events.catalog import (
 )
 from iris_runtime.events.files import (
     MAX_EVENT_BYTES,
+    EventsUnavailable,
     Folder,
     choose_folder,
-    folders_on_disk,
     parse_event_fields,
 )
 from iris_runtime.events.schedule import SystemClock
+from iris_runtime.events.service import EventService
 from iris_runtime.runtime import Runtime
 from iris_runtime.web.bodies import json_object, string_field
 
@@ -41,27 +42,31 @@ def _runtime() -> Runtime:
     return runtime
 
 
-def _watched(runtime: Runtime) -> list[Folder]:
-    """The folders the running service watches: the only ones worth writing to."""
-    if runtime.events is not None:
-        return runtime.events.folders
-    return folders_on_disk(runtime.settings.data_dir)
+def _service(runtime: Runtime) -> EventService:
+    """The running event service; 503 when events are disabled (say, ``state.db`` is corrupt):
+    writing files nobody will run, or listing them as scheduled, would mislead."""
+    service = runtime.events
+    if service is None:
+        raise EventsUnavailable("scheduled events are not running in this process")
+    if service.unavailable is not None:
+        raise EventsUnavailable(service.unavailable)
+    return service
 
 
-def _folder(runtime: Runtime) -> Folder:
-    return choose_folder(_watched(runtime), request.args.get("transport") or None)
+def _folder(service: EventService) -> Folder:
+    return choose_folder(service.folders, request.args.get("transport") or None)
 
 
 @blueprint.get("/events")
 def list_all() -> Response:
     runtime = _runtime()
-    service = runtime.events
+    service = _service(runtime)
     entries = list_events(
         runtime.settings.data_dir,
-        _watched(runtime),
+        service.folders,
         SystemClock().now(),
-        waiting=service.waiting() if service is not None else None,
-        next_time=service.next_time if service is not None else None,
+        waiting=service.waiting(),
+        next_time=service.next_time,
     )
     return jsonify({"events": entries})
 
@@ -69,18 +74,18 @@ def list_all() -> Response:
 @blueprint.post("/events")
 def add() -> tuple[Response, int]:
     runtime = _runtime()
+    service = _service(runtime)
     body = _small_json_body()
     name = string_field(body, "name")
     transport = string_field(body, "transport") if "transport" in body else None
-    folder = choose_folder(_watched(runtime), transport)
+    folder = choose_folder(service.folders, transport)
     replace = body.get("replace", False)
     if not isinstance(replace, bool):
         raise InvalidInput("'replace' must be true or false", code="invalid_field")
     spec = parse_event_fields({k: body[k] for k in _EVENT_FIELDS if k in body})
-    if runtime.events is not None:
-        problem = runtime.events.route_problem(folder, spec)
-        if problem is not None:
-            raise InvalidInput(problem, code="unroutable_event")
+    problem = service.route_problem(folder, spec)
+    if problem is not None:
+        raise InvalidInput(problem, code="unroutable_event")
     data_dir = runtime.settings.data_dir
     path = add_event(data_dir, folder, name, spec, replace=replace)
     # From what was written, not from the folder: an immediate event may have run already.
@@ -90,15 +95,15 @@ def add() -> tuple[Response, int]:
 @blueprint.delete("/events/<path:name>")
 def remove(name: str) -> Response:
     runtime = _runtime()
-    path = remove_event(runtime.settings.data_dir, _folder(runtime), name)
+    path = remove_event(runtime.settings.data_dir, _folder(_service(runtime)), name)
     return jsonify({"removed": True, "id": _rel(runtime, path)})
 
 
 @blueprint.post("/events/<path:name>/fire")
 def fire(name: str) -> tuple[Response, int]:
     runtime = _runtime()
+    folder = _folder(_service(runtime))
     json_object()  # an empty body, or {}
-    folder = _folder(runtime)
     path = fire_event(runtime.settings.data_dir, folder, name, SystemClock().now())
     return jsonify({"fired": True, "id": _rel(runtime, path)}), 202
 
