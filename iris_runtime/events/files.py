@@ -15,8 +15,8 @@ import functools
 import hashlib
 import json
 import os
+import secrets
 import stat
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from iris_runtime.engine.channels import is_safe_token, validate_channel_id
 from iris_runtime.errors import InvalidInput, IrisError, NotFound
 from iris_runtime.events.cron import CronSchedule
+from iris_runtime.private_files import write_private_file
 
 EventType = Literal["immediate", "one-shot", "periodic"]
 EVENT_TYPES: tuple[EventType, ...] = ("immediate", "one-shot", "periodic")
@@ -43,7 +44,6 @@ _FIELDS: dict[EventType, frozenset[str]] = {
     "one-shot": frozenset({"type", "channelId", "text", "at"}),
     "periodic": frozenset({"type", "channelId", "text", "schedule", "timezone"}),
 }
-_MODE = 0o600
 
 
 class EventExists(IrisError):
@@ -382,39 +382,24 @@ def write_reason(event: Path, reason: str) -> None:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write via a hidden temp file in the same folder, fsync, rename, fsync the folder: readers
-    see the old file or the whole new one, and a crash leaves one of the two."""
+    see the old file or the whole new one, and a crash leaves one of the two. (The temp file's
+    name starts with a dot and ends in ``.tmp``, so the watcher never reads it.)"""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, _MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+    write_private_file(path, data)
 
 
 def create_exclusive(path: Path, data: bytes) -> None:
     """Like :func:`write_atomic`, but refuse (EventExists) if ``path`` already exists; the check
     and the creation are one step (a hard link), so two writers cannot both win."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    staged = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    write_private_file(staged, data)  # complete and durable before it gets the real name
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, _MODE)
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise EventExists(f"an event named {path.stem!r} already exists") from None
+        os.link(staged, path)
+    except FileExistsError:
+        raise EventExists(f"an event named {path.stem!r} already exists") from None
     finally:
-        Path(tmp).unlink(missing_ok=True)
+        staged.unlink(missing_ok=True)
     _fsync_dir(path.parent)
 
 

@@ -22,7 +22,8 @@ from zoneinfo import ZoneInfo
 from iris_runtime.errors import InvalidInput
 from iris_runtime.events.cron import CronSchedule
 
-DueKind = Literal["one_shot", "periodic"]
+# The same spelling as the event types (an immediate event is a one-shot due at once).
+DueKind = Literal["one-shot", "periodic"]
 DEFAULT_GRACE = timedelta(seconds=60)
 # Below this many stale heap items, compaction is not worth a rebuild.
 _COMPACT_MIN = 1024
@@ -124,7 +125,7 @@ class Timetable:
         """
         at_utc = _aware_utc(at, "at")
         late = at_utc < self._clock.now() - self._grace
-        self._push(_Entry(entry_id, "one_shot", at_utc, seq=-1, late=late))
+        self._push(_Entry(entry_id, "one-shot", at_utc, seq=-1, late=late))
 
     def add_periodic(self, entry_id: str, schedule: CronSchedule, tz: ZoneInfo) -> None:
         """Fire at each time of ``schedule`` in ``tz`` from now on. Replaces an existing entry.
@@ -159,9 +160,9 @@ class Timetable:
             _, seq, entry = heapq.heappop(self._heap)
             if not self._is_live(seq, entry):
                 continue
-            if entry.kind == "one_shot":
+            if entry.kind == "one-shot":
                 del self._entries[entry.id]
-                fired.append(Due(entry.id, "one_shot", entry.next_time, entry.late))
+                fired.append(Due(entry.id, "one-shot", entry.next_time, entry.late))
                 continue
             assert entry.schedule is not None and entry.tz is not None
             try:

@@ -47,6 +47,8 @@ CREATE TABLE IF NOT EXISTS event_firings (
 )
 """
 _COLUMNS = "event, key, kind, channel, prompt, digest, state, verified, attempts"
+# Two bound values per pair, well under SQLite's smallest limit on bound values (999).
+_PAIRS_PER_QUERY = 400
 
 
 @dataclass(frozen=True)
@@ -115,8 +117,17 @@ class FiringStore:
                 raise
             conn.execute("COMMIT")
 
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """The connection for reads: no transaction of our own (in WAL mode a read takes no
+        write lock, so readers never wait for writers, nor writers for them)."""
+        with self._lock:
+            if self._conn is None:
+                raise RuntimeError("the firing store is not open")
+            yield self._conn
+
     def get(self, event: str, key: str) -> Firing | None:
-        with self._transaction() as conn:
+        with self._read() as conn:
             row = conn.execute(
                 f"SELECT {_COLUMNS} FROM event_firings WHERE event = ? AND key = ?",  # noqa: S608
                 (event, key),
@@ -124,16 +135,19 @@ class FiringStore:
         return _firing(row) if row else None
 
     def get_many(self, idents: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Firing]:
-        """The stored firings among ``idents`` (one transaction, however many)."""
+        """The stored firings among ``idents`` (a few queries, however many are asked for)."""
+        wanted = list(dict.fromkeys(idents))
         found: dict[tuple[str, str], Firing] = {}
-        with self._transaction() as conn:
-            for event, key in idents:
-                row = conn.execute(
+        with self._read() as conn:
+            for start in range(0, len(wanted), _PAIRS_PER_QUERY):
+                chunk = wanted[start : start + _PAIRS_PER_QUERY]
+                pairs = ", ".join("(?, ?)" for _ in chunk)
+                rows = conn.execute(
                     f"SELECT {_COLUMNS} FROM event_firings "  # noqa: S608
-                    "WHERE event = ? AND key = ?",
-                    (event, key),
-                ).fetchone()
-                if row:
+                    f"WHERE (event, key) IN (VALUES {pairs})",
+                    [part for ident in chunk for part in ident],
+                ).fetchall()
+                for row in rows:
                     firing = _firing(row)
                     found[firing.ident] = firing
         return found
@@ -209,7 +223,7 @@ class FiringStore:
     def unsettled(self) -> list[Firing]:
         """Firings a previous process may have left half-way: not yet done, or done but never
         seen running."""
-        with self._transaction() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 f"SELECT {_COLUMNS} FROM event_firings "  # noqa: S608
                 "WHERE state != 'done' OR verified = 0 ORDER BY updated"
@@ -233,7 +247,7 @@ class FiringStore:
         return removed + len(moot)
 
     def count(self) -> int:
-        with self._transaction() as conn:
+        with self._read() as conn:
             (total,) = conn.execute("SELECT COUNT(*) FROM event_firings").fetchone()
         return int(total)
 

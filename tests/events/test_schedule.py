@@ -66,7 +66,7 @@ def test_one_shot_fires_once_at_its_time() -> None:
     clock.advance(599)
     assert table.due() == []
     clock.advance(1)
-    assert table.due() == [Due("remind", "one_shot", at, late=False)]
+    assert table.due() == [Due("remind", "one-shot", at, late=False)]
     assert table.due() == []
     assert "remind" not in table
     assert table.next_wakeup() is None
