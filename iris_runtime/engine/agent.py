@@ -133,8 +133,9 @@ class AgentLoop:
     def _deliver_text(turn: _Turn, out: RunOutput, outcome: AgentOutcome) -> None:
         """Send what the model wrote this turn, partial text of an aborted stream included.
 
-        Text beginning with [SILENT] is withheld: the model may explain itself after the marker
-        (useful in its own context), but nobody is shown it."""
+        Text beginning with [SILENT] is withheld entirely: not posted, not returned to the caller
+        and not logged (the run logs an empty reply), so anything the model wrote after the
+        marker is dropped with it."""
         text = "".join(turn.text).strip()
         if text.startswith(SILENT_MARKER):
             outcome.silent = True

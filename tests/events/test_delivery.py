@@ -109,4 +109,7 @@ def test_a_silent_event_reply_posts_nothing(start_runtime: Start) -> None:
     user, reply = runtime.engine.sessions.entries(channel)
     assert user["text"].startswith("[EVENT:events/check.json:immediate:")
     assert reply["text"] == "" and reply["status"] == "done"
-    assert not any(e.get("posted") for e in runtime.engine.sessions.entries(channel))
+    # What follows the marker is dropped with it, as documented: neither posted nor logged.
+    entries = runtime.engine.sessions.entries(channel)
+    assert "nothing to report" not in json.dumps(entries)
+    assert not any(e.get("posted") for e in entries)
