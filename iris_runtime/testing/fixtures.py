@@ -21,6 +21,7 @@ import pytest
 from iris_runtime.config import Settings
 from iris_runtime.testing.fake_llm import FakeAnthropic, FakeOpenAI
 from iris_runtime.testing.fake_slack import FakeSlack
+from iris_runtime.testing.fake_telegram import FakeTelegram
 from iris_runtime.testing.openbao import OpenBaoDev, OpenBaoError, find_bao
 from iris_runtime.testing.server import IrisServer
 
@@ -112,6 +113,16 @@ def vault_env(openbao: OpenBaoDev) -> dict[str, str]:
 def vault_settings(vault_env: dict[str, str], tmp_path: Path) -> Settings:
     """``Settings`` built from ``vault_env`` with a temp data dir."""
     return Settings.from_env({**vault_env, "IRIS_DATA_DIR": str(tmp_path / "data")})
+
+
+@pytest.fixture
+def fake_telegram() -> Iterator[FakeTelegram]:
+    """A wire-level fake of the Telegram Bot API on loopback: point a client at
+    ``fake_telegram.api_url`` with ``fake_telegram.token`` (Iris: ``IRIS_TELEGRAM_API_URL`` and
+    ``TELEGRAM_BOT_TOKEN``)."""
+    with FakeTelegram() as fake:
+        yield fake
+    assert fake.errors == [], fake.errors  # a crash inside the fake is a test failure
 
 
 @pytest.fixture

@@ -1,0 +1,260 @@
+"""A small Bot API client over ``requests``: one method call, retried when the failure is
+transient, with errors that never carry the token.
+
+Transient: a connection error or timeout, a 5xx, a 429 (waits ``retry_after``), an answer that is
+not the Bot API's JSON. Permanent (raised at once): any other 4xx. A 409 from ``getUpdates`` is
+:class:`TelegramConflict` and a 401 :class:`TelegramUnauthorized`, for the poller to explain.
+Backoff doubles from ``RetryPolicy.base`` up to ``RetryPolicy.cap``; waiting is cut short when
+the transport stops.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from iris_runtime.errors import IrisError
+from iris_telegram.redaction import redact
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 10.0
+CALL_TIMEOUT = 60.0
+
+
+class TelegramError(IrisError):
+    """A Bot API call failed; ``description`` is Telegram's (or the network's) reason."""
+
+    code = "telegram_error"
+    status = 502
+
+    def __init__(
+        self,
+        method: str,
+        description: str,
+        *,
+        error_code: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(f"Telegram {method}: {description}")
+        self.method = method
+        self.description = description
+        self.error_code = error_code
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        return self.error_code is None or self.error_code == 429 or self.error_code >= 500
+
+
+class TelegramConflict(TelegramError):
+    """409: another process polls with this token, or a webhook is set."""
+
+
+class TelegramUnauthorized(TelegramError):
+    """401: Telegram does not know this token."""
+
+
+class TelegramStopped(TelegramError):
+    """The transport stopped while a call was waiting to retry."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 8
+    base: float = 0.5
+    cap: float = 30.0
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait after ``failures`` consecutive failures (with a little jitter)."""
+        plain = min(self.cap, self.base * 2.0 ** max(0, failures - 1))
+        jitter: float = random.uniform(0.85, 1.0)  # noqa: S311 (jitter, not cryptography)
+        return plain * jitter
+
+
+def _form_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+class BotApi:
+    """Calls one bot's API. Safe to share between threads (a session per thread)."""
+
+    def __init__(
+        self,
+        token: str,
+        base_url: str,
+        *,
+        retry: RetryPolicy | None = None,
+        stopping: threading.Event | None = None,
+    ) -> None:
+        self._token = token
+        self._base = base_url.rstrip("/")
+        self.retry = retry or RetryPolicy()
+        self._stopping = stopping or threading.Event()
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._sessions_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"BotApi(base_url={self._base!r})"
+
+    @property
+    def bot_id(self) -> str:
+        """The numeric id before the token's colon (not secret: it is the bot's user id)."""
+        head = self._token.split(":", 1)[0]
+        return head if head.isdigit() else "bot"
+
+    def _session(self) -> requests.Session:
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            self._local.session = session
+            with self._sessions_lock:
+                self._sessions.append(session)
+        return session
+
+    def close(self) -> None:
+        with self._sessions_lock:
+            sessions, self._sessions = self._sessions, []
+        for session in sessions:
+            session.close()
+
+    # -- calls ----------------------------------------------------------------------------------
+
+    def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        files: dict[str, tuple[str, bytes, str]] | None = None,
+        timeout: float = CALL_TIMEOUT,
+        retry: bool = True,
+    ) -> Any:
+        """The method's ``result``; raises :class:`TelegramError` (after retrying transient
+        failures when ``retry``)."""
+        failures = 0
+        while True:
+            try:
+                return self._call_once(method, params or {}, files, timeout)
+            except TelegramError as exc:
+                if isinstance(exc, TelegramConflict | TelegramUnauthorized):
+                    raise
+                if not (retry and exc.transient) or failures + 1 >= self.retry.attempts:
+                    raise
+                failures += 1
+                delay = (
+                    min(max(exc.retry_after, 0.0), 300.0)
+                    if exc.retry_after is not None
+                    else self.retry.delay(failures)
+                )
+                log.warning(
+                    "Telegram %s failed (%s); retrying in %.1f s (attempt %d of %d)",
+                    method,
+                    exc.description,
+                    delay,
+                    failures + 1,
+                    self.retry.attempts,
+                )
+                if self._stopping.wait(delay):
+                    raise TelegramStopped(method, "stopped while waiting to retry") from None
+
+    def _call_once(
+        self,
+        method: str,
+        params: dict[str, Any],
+        files: dict[str, tuple[str, bytes, str]] | None,
+        timeout: float,
+    ) -> Any:
+        url = f"{self._base}/bot{self._token}/{method}"
+        try:
+            if files:
+                data = {k: _form_value(v) for k, v in params.items() if v is not None}
+                response = self._session().post(
+                    url, data=data, files=files, timeout=(CONNECT_TIMEOUT, timeout)
+                )
+            else:
+                response = self._session().post(
+                    url, json=params, timeout=(CONNECT_TIMEOUT, timeout)
+                )
+        except requests.RequestException as exc:
+            # The exception's text holds the URL, hence the token: keep only a redacted summary,
+            # and drop the chain so no traceback shows the original.
+            reason = redact(f"{type(exc).__name__}: {exc}", self._token)
+            raise TelegramError(method, f"network error: {reason}") from None
+        return self._result(method, response)
+
+    def _result(self, method: str, response: requests.Response) -> Any:
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = None
+        if isinstance(payload, dict) and payload.get("ok") is True:
+            return payload.get("result")
+        status = response.status_code
+        if not isinstance(payload, dict):
+            code = status if status >= 400 else 502
+            raise TelegramError(method, f"HTTP {status} without a Bot API answer", error_code=code)
+        raw_code = payload.get("error_code")
+        code = raw_code if isinstance(raw_code, int) else status
+        description = redact(str(payload.get("description") or f"HTTP {status}"), self._token)
+        parameters = payload.get("parameters")
+        retry_after = None
+        if isinstance(parameters, dict) and isinstance(parameters.get("retry_after"), int | float):
+            retry_after = float(parameters["retry_after"])
+        kind: type[TelegramError] = TelegramError
+        if code == 409:
+            kind = TelegramConflict
+        elif code == 401:
+            kind = TelegramUnauthorized
+        raise kind(method, description, error_code=code, retry_after=retry_after)
+
+    # -- files ----------------------------------------------------------------------------------
+
+    def download(self, file_path: str, destination: Path, max_bytes: int) -> int:
+        """Fetch a file ``getFile`` named into ``destination`` (written whole or not at all);
+        returns its size. Network errors are retried like calls."""
+        failures = 0
+        while True:
+            try:
+                return self._download_once(file_path, destination, max_bytes)
+            except TelegramError as exc:
+                if not exc.transient or failures + 1 >= self.retry.attempts:
+                    raise
+                failures += 1
+                if self._stopping.wait(self.retry.delay(failures)):
+                    raise TelegramStopped("download", "stopped while waiting to retry") from None
+
+    def _download_once(self, file_path: str, destination: Path, max_bytes: int) -> int:
+        quoted = urllib.parse.quote(file_path, safe="/")
+        url = f"{self._base}/file/bot{self._token}/{quoted}"
+        partial = destination.with_name(f".{destination.name}.part")
+        try:
+            with self._session().get(url, stream=True, timeout=(CONNECT_TIMEOUT, 120)) as response:
+                if response.status_code != 200:
+                    code = response.status_code
+                    raise TelegramError("download", f"HTTP {code}", error_code=code)
+                size = 0
+                with partial.open("wb") as out:
+                    for block in response.iter_content(64 * 1024):
+                        size += len(block)
+                        if size > max_bytes:
+                            raise TelegramError(
+                                "download", f"the file is larger than {max_bytes} bytes",
+                                error_code=413,
+                            )  # fmt: skip
+                        out.write(block)
+            partial.replace(destination)
+            return size
+        except requests.RequestException as exc:
+            reason = redact(f"{type(exc).__name__}: {exc}", self._token)
+            raise TelegramError("download", f"network error: {reason}") from None
+        finally:
+            partial.unlink(missing_ok=True)

@@ -1,0 +1,71 @@
+"""The transport's settings, read from the environment snapshot Iris passes to plugins.
+
+``TELEGRAM_BOT_TOKEN`` turns the transport on; without it nothing here is used. The other
+variables tune it and have defaults that suit the real Bot API.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from iris_runtime.errors import ConfigError
+
+TOKEN_VARIABLE = "TELEGRAM_BOT_TOKEN"  # noqa: S105 (a variable name)
+DEFAULT_API_URL = "https://api.telegram.org"
+_TOKEN_SHAPE = re.compile(r"\d+:[A-Za-z0-9_-]+")
+
+
+def _number(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw[:40]!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum:g}, got {value:g}")
+    return value
+
+
+@dataclass(frozen=True)
+class TelegramConfig:
+    token: str = field(repr=False)
+    api_url: str = DEFAULT_API_URL
+    poll_timeout: int = 25  # seconds a getUpdates long poll may wait
+    edit_interval: float = 1.0  # seconds between edits in one chat
+    retry_attempts: int = 8
+    retry_base: float = 0.5  # first backoff, seconds; doubles up to retry_cap
+    retry_cap: float = 30.0
+    max_file_bytes: int = 20 * 1024 * 1024  # the Bot API's own download limit
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> TelegramConfig | None:
+        """The configuration, or None when no token is set (the transport stays off)."""
+        token = env.get(TOKEN_VARIABLE, "").strip()
+        if not token:
+            return None
+        if not _TOKEN_SHAPE.fullmatch(token):
+            # Never echo the value: it is a secret even when malformed.
+            raise ConfigError(
+                f"{TOKEN_VARIABLE} does not look like a bot token (<digits>:<letters, digits, "
+                "_ and ->, as BotFather gives it)"
+            )
+        api_url = env.get("IRIS_TELEGRAM_API_URL", "").strip().rstrip("/") or DEFAULT_API_URL
+        parts = urllib.parse.urlsplit(api_url)
+        if parts.scheme not in {"http", "https"} or not parts.netloc or parts.query:
+            raise ConfigError(
+                f"IRIS_TELEGRAM_API_URL must be an http(s) base URL, got {api_url[:80]!r}"
+            )
+        return cls(
+            token=token,
+            api_url=api_url,
+            poll_timeout=int(_number(env, "IRIS_TELEGRAM_POLL_TIMEOUT_S", 25, 0)),
+            edit_interval=_number(env, "IRIS_TELEGRAM_EDIT_INTERVAL_MS", 1000, 0) / 1000,
+            retry_attempts=int(_number(env, "IRIS_TELEGRAM_RETRIES", 8, 1)),
+            retry_base=_number(env, "IRIS_TELEGRAM_RETRY_BASE_MS", 500, 1) / 1000,
+            retry_cap=_number(env, "IRIS_TELEGRAM_RETRY_MAX_MS", 30_000, 1) / 1000,
+        )

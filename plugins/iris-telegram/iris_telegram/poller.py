@@ -1,0 +1,191 @@
+"""Long polling: ``getMe`` once, then ``getUpdates`` in a loop, on one thread.
+
+The offset is saved only after the updates below it were handed over (to the engine's queue, or
+deliberately ignored), so a restart neither replays nor loses them. When the engine refuses new
+work because it is shutting down, the offset stops *before* that update: it is delivered again
+after the restart.
+
+Failures are told apart, each explained once per episode and retried with backoff:
+
+- 409 Conflict: another process polls with the same token (or a webhook is set). Logged once as
+  an error naming the cause, then polling backs off; it must never look like a quiet bot.
+- 401 Unauthorized: Telegram does not know the token.
+- anything else (network, 5xx, 429): a warning, then backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from iris_runtime.errors import EngineStopping
+from iris_telegram.api import (
+    BotApi,
+    TelegramConflict,
+    TelegramError,
+    TelegramStopped,
+    TelegramUnauthorized,
+)
+from iris_telegram.offsets import OffsetStore
+
+log = logging.getLogger(__name__)
+
+CONFLICT_EXPLAINED = (
+    "Telegram answered getUpdates with 409 Conflict (%s): another process is polling Telegram "
+    "with this same bot token, and Telegram gives updates to only one of them. This Iris will "
+    "miss messages while that lasts. Stop the other process, or give it its own bot: a "
+    "sub-agent must never reuse TELEGRAM_BOT_TOKEN. Polling backs off and retries; a line is "
+    "logged when it works again."
+)
+WEBHOOK_EXPLAINED = (
+    "Telegram answered getUpdates with 409 Conflict (%s): a webhook is set for this bot, and "
+    "Telegram does not allow polling while it is. Remove the webhook (Bot API deleteWebhook) "
+    "to let Iris receive messages. Polling backs off and retries."
+)
+UNAUTHORIZED_EXPLAINED = (
+    "Telegram rejected TELEGRAM_BOT_TOKEN (401 Unauthorized): the token was revoked or is "
+    "wrong. Get the current one from BotFather. Iris keeps retrying with backoff."
+)
+
+
+class Poller:
+    def __init__(
+        self,
+        api: BotApi,
+        offsets: OffsetStore,
+        handle: Callable[[dict[str, Any]], None],
+        *,
+        poll_timeout: int,
+        stopping: threading.Event,
+        on_identity: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self._api = api
+        self._offsets = offsets
+        self._handle = handle
+        self._poll_timeout = poll_timeout
+        self._stopping = stopping
+        self._on_identity = on_identity
+        self._thread: threading.Thread | None = None
+        self._failures = 0
+        self._problem: str | None = None  # the episode being explained: conflict/auth/network
+        self.polls = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="telegram-poller", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            if self._identify():
+                self._poll_forever()
+        except Exception:
+            log.exception("the Telegram poller stopped after an unexpected error")
+
+    def _identify(self) -> bool:
+        while not self._stopping.is_set():
+            try:
+                me = self._api.call("getMe", retry=False)
+            except TelegramStopped:
+                return False
+            except TelegramError as exc:
+                if not self._back_off(exc):
+                    return False
+                continue
+            self._recovered()
+            self._on_identity(me if isinstance(me, dict) else {})
+            return True
+        return False
+
+    def _poll_forever(self) -> None:
+        offset = self._offsets.load()
+        while not self._stopping.is_set():
+            params: dict[str, Any] = {"timeout": self._poll_timeout}
+            if offset is not None:
+                params["offset"] = offset
+            try:
+                updates = self._api.call(
+                    "getUpdates", params, timeout=self._poll_timeout + 15, retry=False
+                )
+            except TelegramStopped:
+                return
+            except TelegramError as exc:
+                if not self._back_off(exc):
+                    return
+                continue
+            self.polls += 1
+            if self._stopping.is_set():
+                return  # not handed over: they come again after the restart
+            self._recovered()
+            if not isinstance(updates, list):
+                log.warning("getUpdates answered something other than a list; ignored")
+                continue
+            handed, stopping = self._hand_over(updates)
+            if handed is not None and handed != offset:
+                offset = handed
+                self._offsets.save(offset)
+            if stopping:
+                return
+
+    def _hand_over(self, updates: list[Any]) -> tuple[int | None, bool]:
+        """Handle updates in order; return the offset confirming those handled, and whether the
+        engine is shutting down (the rest wait for the restart)."""
+        offset: int | None = None
+        for update in updates:
+            if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
+                log.warning("ignoring a Telegram update without an update_id")
+                continue
+            try:
+                self._handle(update)
+            except EngineStopping:
+                return offset, True
+            except Exception:
+                # A bad update must not block the ones after it forever: it is skipped.
+                log.exception("could not handle Telegram update %s", update["update_id"])
+            offset = max(offset or 0, update["update_id"] + 1)
+        return offset, False
+
+    # -- failures -------------------------------------------------------------------------------
+
+    def _back_off(self, exc: TelegramError) -> bool:
+        """Explain the failure (once per episode) and wait; False when stopping."""
+        self._failures += 1
+        if isinstance(exc, TelegramConflict):
+            kind = "conflict"
+            explained = WEBHOOK_EXPLAINED if "webhook" in exc.description.lower() else None
+            if self._problem != kind:
+                log.error(explained or CONFLICT_EXPLAINED, exc.description)
+        elif isinstance(exc, TelegramUnauthorized):
+            kind = "auth"
+            if self._problem != kind:
+                log.error(UNAUTHORIZED_EXPLAINED)
+        else:
+            kind = "network"
+            if self._problem != kind:
+                log.warning(
+                    "Telegram %s failed (%s); polling retries with backoff",
+                    exc.method,
+                    exc.description,
+                )
+        if self._problem == kind:
+            log.debug("Telegram %s failed again: %s", exc.method, exc.description)
+        self._problem = kind
+        delay = (
+            exc.retry_after
+            if exc.retry_after is not None
+            else self._api.retry.delay(self._failures)
+        )
+        return not self._stopping.wait(delay)
+
+    def _recovered(self) -> None:
+        if self._problem is not None:
+            log.info("Telegram polling works again (after %d failed attempts)", self._failures)
+        self._problem = None
+        self._failures = 0

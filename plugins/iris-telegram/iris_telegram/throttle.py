@@ -1,0 +1,55 @@
+"""At most one message edit per interval per chat (Telegram allows about one per second).
+
+Progress edits ask :meth:`EditThrottle.reserve` and, when the chat's slot is taken, are deferred
+and coalesced by the caller (only the latest status is shown). Edits that must happen (the final
+reply replacing the placeholder) wait for the slot with :meth:`EditThrottle.wait_and_reserve`.
+The clock and the sleep are injectable, so the rule is tested without real time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+
+class EditThrottle:
+    def __init__(
+        self,
+        interval: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], bool] | None = None,
+    ) -> None:
+        self.interval = interval
+        self._clock = clock
+        self._stopping = threading.Event()
+        # ``sleep(seconds)`` returns True when waiting was cut short (the transport stopped).
+        self._sleep = sleep or self._stopping.wait
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def reserve(self, key: str) -> float:
+        """Take ``key``'s slot now and return 0.0, or return how long until it is free."""
+        with self._lock:
+            now = self._clock()
+            last = self._last.get(key)
+            if last is not None and now - last < self.interval:
+                return self.interval - (now - last)
+            self._last[key] = now
+            if len(self._last) > 10_000:  # forget chats idle for longer than an interval
+                horizon = now - self.interval
+                self._last = {k: v for k, v in self._last.items() if v > horizon}
+            return 0.0
+
+    def wait_and_reserve(self, key: str) -> bool:
+        """Wait until ``key``'s slot is free and take it; False if stopped while waiting."""
+        while True:
+            wait = self.reserve(key)
+            if wait <= 0:
+                return True
+            if self._sleep(wait):
+                return False
+
+    def stop(self) -> None:
+        self._stopping.set()
