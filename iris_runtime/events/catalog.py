@@ -3,7 +3,8 @@
 Both work on the files, never on the running service: a file is the one source of truth, so an
 event added while Iris is down is scheduled when it starts, and whatever the watcher would say
 about a hand-written file it says about these too. Names are checked before any path is built
-from them (no traversal), and every write is atomic.
+from them (no traversal), nothing is reached through a symlink (a symlinked folder is refused, a
+symlinked event is handled as the link itself), and every write is atomic.
 """
 
 from __future__ import annotations

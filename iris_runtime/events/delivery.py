@@ -61,7 +61,8 @@ class _Line:
     next_try: datetime
     backoff: float = 0.0
     refusals: int = 0  # times the queue was full, for the log line when it finally takes them
-    failures: int = 0  # consecutive errors offering the current head
+    failures: int = 0  # consecutive errors offering the firing ``failing``
+    failing: Ident | None = None
     outage: str | None = None  # the error being retried, logged once when it began
     stopping: bool = False  # Iris is shutting down; logged once
 
@@ -281,7 +282,7 @@ class Delivery:
         now: datetime,
     ) -> str | None:
         """Set the line's next try after a refusal, a failure or a shutdown. Returns the reason
-        when ``head`` (already removed from the line) is given up."""
+        when ``head`` is to be given up (the caller takes it out of the line)."""
         if result == "full":
             if not line.refusals:
                 log.warning(
@@ -303,6 +304,8 @@ class Delivery:
             line.backoff = _doubled(line.backoff, RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS)
         else:
             reason = f"{type(error).__name__}: {error}" if error is not None else "unknown error"
+            if line.failing != head.ident:  # counted per firing: a new head starts afresh
+                line.failing, line.failures = head.ident, 0
             line.failures += 1
             if line.outage is None:
                 log.error(

@@ -93,7 +93,13 @@ class Recovery:
             return [], set()
         rows, self._unverified = list(self._unverified.values()), {}
         pending: set[Ident] = set()
-        revived = self._settle(rows, now, pending=pending)
+        try:
+            revived = self._settle(rows, now, pending=pending)
+        except Exception:
+            # state.db failed half-way: verify them all again later (each step may repeat).
+            self._unverified.update((row.ident, row) for row in rows)
+            self._retry_at = now + timedelta(seconds=VERIFY_RETRY_SECONDS)
+            raise
         return revived, pending
 
     # -- one row ------------------------------------------------------------------------------

@@ -13,6 +13,12 @@ that changes. Two tiers keep polling cheap with thousands of files:
 A file that does not parse is retried for a grace period before it is rejected, because a writer
 that does not write atomically shows it half-written first. A rejection writes the reason next to
 the file (``<file>.error``); fixing the file removes that note. Nothing here deletes an event file.
+
+Only real folders inside the data dir are scanned: a symlinked event folder would make Iris read
+and consume files that live elsewhere, so it is refused with a warning. Names are never followed
+either: an event file must be a regular file, and a reason file is read bounded, without
+following a symlink or blocking on a FIFO. One file that cannot be handled is rejected alone; the
+rest of its folder is scanned as usual.
 """
 
 from __future__ import annotations
