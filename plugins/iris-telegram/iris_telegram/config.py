@@ -1,7 +1,8 @@
 """The transport's settings, read from the environment snapshot Iris passes to plugins.
 
-``TELEGRAM_BOT_TOKEN`` turns the transport on; without it nothing here is used. The other
-variables tune it and have defaults that suit the real Bot API.
+``TELEGRAM_BOT_TOKEN`` (or ``TELEGRAM_BOT_TOKEN_FILE``, a file holding it) turns the transport
+on; without it nothing here is used. The other variables tune it and have defaults that suit the
+real Bot API.
 """
 
 from __future__ import annotations
@@ -10,12 +11,27 @@ import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from iris_runtime.errors import ConfigError
 
 TOKEN_VARIABLE = "TELEGRAM_BOT_TOKEN"  # noqa: S105 (a variable name)
 DEFAULT_API_URL = "https://api.telegram.org"
 _TOKEN_SHAPE = re.compile(r"\d+:[A-Za-z0-9_-]+")
+
+
+def _token(env: Mapping[str, str]) -> str:
+    """The token from ``TELEGRAM_BOT_TOKEN_FILE`` (preferred: it keeps the token out of the
+    environment of every process Iris starts) or ``TELEGRAM_BOT_TOKEN``."""
+    file_name = env.get(f"{TOKEN_VARIABLE}_FILE", "").strip()
+    if file_name:
+        try:
+            return Path(file_name).expanduser().read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"{TOKEN_VARIABLE}_FILE: cannot read {file_name}: {exc.strerror}"
+            ) from None
+    return env.get(TOKEN_VARIABLE, "").strip()
 
 
 def _number(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
@@ -45,7 +61,7 @@ class TelegramConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TelegramConfig | None:
         """The configuration, or None when no token is set (the transport stays off)."""
-        token = env.get(TOKEN_VARIABLE, "").strip()
+        token = _token(env)
         if not token:
             return None
         if not _TOKEN_SHAPE.fullmatch(token):

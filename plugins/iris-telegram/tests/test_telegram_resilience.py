@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,12 +29,18 @@ pytestmark = pytest.mark.slow
 StartIris = Callable[..., TelegramIris]
 
 
+@dataclass
 class IrisWithoutToken(IrisServer):
-    """An Iris whose environment has no TELEGRAM_BOT_TOKEN at all, even if the shell has one."""
+    """An Iris with no Telegram token from the shell: only ``telegram_token``, if given."""
+
+    telegram_token: str | None = None
 
     def environment(self) -> dict[str, str]:
         env = super().environment()
-        env.pop("TELEGRAM_BOT_TOKEN", None)
+        for name in ("TELEGRAM_BOT_TOKEN", "TELEGRAM_BOT_TOKEN_FILE"):
+            env.pop(name, None)
+        if self.telegram_token is not None:
+            env["TELEGRAM_BOT_TOKEN"] = self.telegram_token
         return env
 
 
@@ -42,9 +49,7 @@ def test_no_token_costs_nothing(
     tmp_path: Path, fake_telegram: FakeTelegram, token: str | None
 ) -> None:
     env = {"IRIS_TELEGRAM_API_URL": fake_telegram.api_url}  # pointed at the fake: never used
-    if token is not None:
-        env["TELEGRAM_BOT_TOKEN"] = token
-    server = IrisWithoutToken(tmp_path / "data", env=env).start()
+    server = IrisWithoutToken(tmp_path / "data", env=env, telegram_token=token).start()
     try:
         reply = server.post("/sessions/zero/message", json_body={"text": "hello"})
         assert reply.status == 200, reply.body

@@ -274,6 +274,15 @@ def test_configuration() -> None:
     )
 
 
+def test_the_token_may_come_from_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "telegram-token"
+    path.write_text(TOKEN + "\n")
+    config = TelegramConfig.from_env({"TELEGRAM_BOT_TOKEN_FILE": str(path)})
+    assert config is not None and config.token == TOKEN
+    with pytest.raises(ConfigError, match="TELEGRAM_BOT_TOKEN_FILE: cannot read"):
+        TelegramConfig.from_env({"TELEGRAM_BOT_TOKEN_FILE": str(tmp_path / "missing")})
+
+
 @pytest.mark.parametrize(
     ("env", "problem"),
     [
