@@ -142,7 +142,9 @@ class Watcher:
         state = self._folder_state[folder.rel]
         seen: dict[str, Signature] = {}
         errors: set[str] = set()
-        listed: set[str] = set()
+        prefix = folder.rel + "/"
+        # Only names noted before need to be looked for (most passes note nothing).
+        noted = {r for r in self._noted if r.startswith(prefix)}
         try:
             st = os.lstat(directory)
             state.signature = (st.st_mtime_ns, st.st_ino)
@@ -152,18 +154,18 @@ class Watcher:
             if self._usable(folder, state):
                 with os.scandir(directory) as entries:
                     for entry in entries:
-                        listed.add(f"{folder.rel}/{entry.name}")
+                        if noted:
+                            noted.discard(prefix + entry.name)
                         self._classify(folder, entry, seen, errors)
         except FileNotFoundError:
             state.signature, state.racy = None, False
         except OSError as exc:
             log.warning("events: cannot scan %s/: %s", folder.rel, exc)
             return
-        prefix = folder.rel + "/"
         for rel in [r for r in self._files if r.startswith(prefix) and r not in seen]:
             self._gone(rel)
         # Names noted once and no longer there are forgotten (the set would only grow).
-        self._noted -= {r for r in self._noted if r.startswith(prefix) and r not in listed}
+        self._noted -= noted
         for rel, signature in seen.items():
             self._guarded_check(rel, folder, signature, has_error=f"{rel}{ERROR_SUFFIX}" in errors)
         for rel in errors:
