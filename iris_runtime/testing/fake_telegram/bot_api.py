@@ -290,9 +290,9 @@ class FakeTelegram:
         return stored
 
     def push_update(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """Queue a raw update (any type); ``update_id`` is assigned when missing."""
+        """Queue a raw update of any type (the fake assigns its ``update_id``)."""
         with self._lock:
-            update = {"update_id": next(self._update_ids), **payload}
+            update = {**payload, "update_id": next(self._update_ids)}
             self._updates.append(update)
             self._lock.notify_all()
         return update

@@ -10,11 +10,14 @@ the transport stops.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import queue
 import random
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,7 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 10.0
 CALL_TIMEOUT = 60.0
+IDLE_SESSIONS = 8  # HTTP sessions (keep-alive connections) kept for reuse between calls
 
 
 class TelegramError(IrisError):
@@ -85,7 +89,8 @@ def _form_value(value: Any) -> str:
 
 
 class BotApi:
-    """Calls one bot's API. Safe to share between threads (a session per thread)."""
+    """Calls one bot's API. Safe to share between threads: each call borrows an HTTP session
+    from a small pool, so concurrent calls never share one and idle connections are reused."""
 
     def __init__(
         self,
@@ -99,9 +104,7 @@ class BotApi:
         self._base = base_url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self._stopping = stopping or threading.Event()
-        self._local = threading.local()
-        self._sessions: list[requests.Session] = []
-        self._sessions_lock = threading.Lock()
+        self._idle: queue.LifoQueue[requests.Session] = queue.LifoQueue()
 
     def __repr__(self) -> str:
         return f"BotApi(base_url={self._base!r})"
@@ -112,20 +115,27 @@ class BotApi:
         head = self._token.split(":", 1)[0]
         return head if head.isdigit() else "bot"
 
-    def _session(self) -> requests.Session:
-        session: requests.Session | None = getattr(self._local, "session", None)
-        if session is None:
+    @contextlib.contextmanager
+    def _session(self) -> Iterator[requests.Session]:
+        try:
+            session = self._idle.get_nowait()
+        except queue.Empty:
             session = requests.Session()
-            self._local.session = session
-            with self._sessions_lock:
-                self._sessions.append(session)
-        return session
+        try:
+            yield session
+        finally:
+            if self._stopping.is_set() or self._idle.qsize() >= IDLE_SESSIONS:
+                session.close()
+            else:
+                self._idle.put(session)
 
     def close(self) -> None:
-        with self._sessions_lock:
-            sessions, self._sessions = self._sessions, []
-        for session in sessions:
-            session.close()
+        """Close idle connections (calls still running close theirs when they end)."""
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
 
     # -- calls ----------------------------------------------------------------------------------
 
@@ -175,15 +185,14 @@ class BotApi:
     ) -> Any:
         url = f"{self._base}/bot{self._token}/{method}"
         try:
-            if files:
-                data = {k: _form_value(v) for k, v in params.items() if v is not None}
-                response = self._session().post(
-                    url, data=data, files=files, timeout=(CONNECT_TIMEOUT, timeout)
-                )
-            else:
-                response = self._session().post(
-                    url, json=params, timeout=(CONNECT_TIMEOUT, timeout)
-                )
+            with self._session() as session:
+                if files:
+                    data = {k: _form_value(v) for k, v in params.items() if v is not None}
+                    response = session.post(
+                        url, data=data, files=files, timeout=(CONNECT_TIMEOUT, timeout)
+                    )
+                else:
+                    response = session.post(url, json=params, timeout=(CONNECT_TIMEOUT, timeout))
         except requests.RequestException as exc:
             # The exception's text holds the URL, hence the token: keep only a redacted summary,
             # and drop the chain so no traceback shows the original.
@@ -237,7 +246,10 @@ class BotApi:
         url = f"{self._base}/file/bot{self._token}/{quoted}"
         partial = destination.with_name(f".{destination.name}.part")
         try:
-            with self._session().get(url, stream=True, timeout=(CONNECT_TIMEOUT, 120)) as response:
+            with (
+                self._session() as session,
+                session.get(url, stream=True, timeout=(CONNECT_TIMEOUT, 120)) as response,
+            ):
                 if response.status_code != 200:
                     code = response.status_code
                     raise TelegramError("download", f"HTTP {code}", error_code=code)

@@ -34,7 +34,14 @@ def _token(env: Mapping[str, str]) -> str:
     return env.get(TOKEN_VARIABLE, "").strip()
 
 
-def _number(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
+def _number(
+    env: Mapping[str, str],
+    name: str,
+    default: float,
+    minimum: float,
+    *,
+    maximum: float | None = None,
+) -> float:
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -44,6 +51,8 @@ def _number(env: Mapping[str, str], name: str, default: float, minimum: float) -
         raise ConfigError(f"{name} must be a number, got {raw[:40]!r}") from None
     if value < minimum:
         raise ConfigError(f"{name} must be at least {minimum:g}, got {value:g}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name} must be at most {maximum:g}, got {value:g}")
     return value
 
 
@@ -79,7 +88,7 @@ class TelegramConfig:
         return cls(
             token=token,
             api_url=api_url,
-            poll_timeout=int(_number(env, "IRIS_TELEGRAM_POLL_TIMEOUT_S", 25, 0)),
+            poll_timeout=int(_number(env, "IRIS_TELEGRAM_POLL_TIMEOUT_S", 25, 1, maximum=50)),
             edit_interval=_number(env, "IRIS_TELEGRAM_EDIT_INTERVAL_MS", 1000, 0) / 1000,
             retry_attempts=int(_number(env, "IRIS_TELEGRAM_RETRIES", 8, 1)),
             retry_base=_number(env, "IRIS_TELEGRAM_RETRY_BASE_MS", 500, 1) / 1000,

@@ -40,6 +40,7 @@ class TelegramContext:
         channels: list[ChannelInfo],
         users: list[UserInfo],
         was_stopped: Callable[[], bool],  # consumes the chat's "/stop was sent" mark
+        placeholder: int | None = None,  # a "Queued…" message posted while it waited
     ) -> None:
         self.transport_id = TRANSPORT_ID
         self.message = event
@@ -53,7 +54,7 @@ class TelegramContext:
         self._was_stopped = was_stopped
         self._parts: list[str] = []
         self._notes: list[str] = []
-        self._placeholder: int | None = None
+        self._placeholder = placeholder
         self._pending_status: str | None = None
         self._timer: threading.Timer | None = None
         self._finished = False
@@ -110,6 +111,9 @@ class TelegramContext:
 
     def _start(self) -> None:
         if self._is_event:
+            return
+        if self._placeholder is not None:  # it waited in the queue: "Queued…" → "Thinking…"
+            self.set_status("Thinking…")
             return
         # The placeholder is the "working" sign: a typing action as well would only cost a call.
         try:

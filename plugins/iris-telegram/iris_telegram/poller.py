@@ -70,6 +70,8 @@ class Poller:
         self._thread: threading.Thread | None = None
         self._failures = 0
         self._problem: str | None = None  # the episode being explained: conflict/auth/network
+        self._offset: int | None = None
+        self._offset_loaded = False
         self.polls = 0
 
     def start(self) -> None:
@@ -83,11 +85,19 @@ class Poller:
     # -- the loop -------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        try:
-            if self._identify():
-                self._poll_forever()
-        except Exception:
-            log.exception("the Telegram poller stopped after an unexpected error")
+        identified = False
+        while not self._stopping.is_set():
+            try:
+                identified = identified or self._identify()
+                if identified:
+                    self._poll_forever()
+                return
+            except Exception:
+                # A bug must not silence the bot for good: say so, wait, start over.
+                log.exception("the Telegram poller failed; it starts again shortly")
+                self._failures += 1
+                if self._stopping.wait(self._api.retry.delay(self._failures)):
+                    return
 
     def _identify(self) -> bool:
         while not self._stopping.is_set():
@@ -105,11 +115,12 @@ class Poller:
         return False
 
     def _poll_forever(self) -> None:
-        offset = self._offsets.load()
+        if not self._offset_loaded:
+            self._offset, self._offset_loaded = self._offsets.load(), True
         while not self._stopping.is_set():
             params: dict[str, Any] = {"timeout": self._poll_timeout}
-            if offset is not None:
-                params["offset"] = offset
+            if self._offset is not None:
+                params["offset"] = self._offset
             try:
                 updates = self._api.call(
                     "getUpdates", params, timeout=self._poll_timeout + 15, retry=False
@@ -128,18 +139,26 @@ class Poller:
                 log.warning("getUpdates answered something other than a list; ignored")
                 continue
             handed, stopping = self._hand_over(updates)
-            if handed is not None and handed != offset:
-                offset = handed
-                self._offsets.save(offset)
+            if handed is not None and handed != self._offset:
+                self._offset = handed
+                self._save(handed)
             if stopping:
                 return
+
+    def _save(self, offset: int) -> None:
+        try:
+            self._offsets.save(offset)
+        except OSError as exc:
+            # Polling goes on from the offset in memory; only a restart now would replay.
+            log.error("could not save the Telegram offset to %s: %s", self._offsets.path, exc)
 
     def _hand_over(self, updates: list[Any]) -> tuple[int | None, bool]:
         """Handle updates in order; return the offset confirming those handled, and whether the
         engine is shutting down (the rest wait for the restart)."""
         offset: int | None = None
         for update in updates:
-            if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
+            update_id = update.get("update_id") if isinstance(update, dict) else None
+            if not isinstance(update_id, int) or isinstance(update_id, bool):
                 log.warning("ignoring a Telegram update without an update_id")
                 continue
             try:
@@ -149,7 +168,7 @@ class Poller:
             except Exception:
                 # A bad update must not block the ones after it forever: it is skipped.
                 log.exception("could not handle Telegram update %s", update["update_id"])
-            offset = max(offset or 0, update["update_id"] + 1)
+            offset = max(offset or 0, update_id + 1)
         return offset, False
 
     # -- failures -------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from iris_telegram.throttle import EditThrottle
 log = logging.getLogger(__name__)
 
 DIRECTORY_SIZE = 500
+QUEUED = "<i>Queued…</i>"
 QUEUE_FULL_NOTICE = (
     "I am still busy in this chat and 5 messages are already waiting, so I did not take this "
     "one. Please send it again once I have answered."
@@ -94,6 +95,8 @@ class TelegramTransport:
         self.offsets = OffsetStore.for_bot(data_dir, self.api.bot_id)
         self._directory = _Directory()
         self._stopped_chats: set[str] = set()
+        # "Queued…" placeholders of messages waiting behind a run, by (channel, message id).
+        self._queued: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self.bot_username: str | None = None
         self.poller: Poller | None = None
@@ -176,6 +179,8 @@ class TelegramTransport:
         chat = self._chat(event.channel)
         thread = int(event.thread) if event.thread and event.thread.isdigit() else None
         reply_to = int(event.ts) if not is_event and event.ts.isdigit() else None
+        with self._lock:
+            placeholder = None if is_event else self._queued.pop((event.channel, event.ts), None)
         return TelegramContext(
             self.sender,
             event,
@@ -185,6 +190,7 @@ class TelegramTransport:
             channels=self.channels(),
             users=self.users(),
             was_stopped=lambda: self._consume_stop(event.channel),
+            placeholder=placeholder,
         )
 
     # -- inbound --------------------------------------------------------------------------------
@@ -212,11 +218,27 @@ class TelegramTransport:
             attachments=tuple(attachments),
             thread=str(inbound.thread_id) if inbound.thread_id is not None else None,
         )
+        key = (event.channel, event.ts)
+        if self._engine.is_running(inbound.channel):
+            # It will wait: say so now (the run replaces this placeholder when it starts).
+            try:
+                queued = self.sender.send_html(target, QUEUED)
+            except TelegramError as exc:
+                log.warning("could not post a placeholder in %s: %s", inbound.channel, exc)
+            else:
+                with self._lock:
+                    self._queued[key] = queued
         try:
             self._engine.submit(self, event)
         except QueueFull:
             log.warning("the queue of %s is full; a message was not taken", inbound.channel)
-            self._notify(target, QUEUE_FULL_NOTICE)
+            with self._lock:
+                queued_id = self._queued.pop(key, None)
+            self._notify(target, QUEUE_FULL_NOTICE, placeholder=queued_id)
+        except BaseException:
+            with self._lock:
+                self._queued.pop(key, None)
+            raise
 
     def _stop(self, inbound: Inbound, target: Target) -> None:
         with self._lock:
@@ -234,9 +256,9 @@ class TelegramTransport:
                 return True
             return False
 
-    def _notify(self, target: Target, text: str) -> None:
+    def _notify(self, target: Target, text: str, placeholder: int | None = None) -> None:
         try:
-            self.sender.deliver(target, text)
+            self.sender.deliver(target, text, placeholder=placeholder)
         except TelegramError as exc:
             log.warning("could not answer in chat %s: %s", target.chat_id, exc)
 

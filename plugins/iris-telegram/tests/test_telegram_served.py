@@ -173,11 +173,14 @@ def test_five_messages_wait_and_the_sixth_is_refused(iris: TelegramIris) -> None
     first = iris.fake.user_says(chat, "hold the line")["message"]["message_id"]
     iris.wait_reply(chat, first, "Thinking…")
     waiting = [iris.fake.user_says(chat, f"quick {i}")["message"]["message_id"] for i in range(6)]
-    refused = iris.wait_reply(chat, waiting[5])
+    refused = iris.wait_reply(chat, waiting[5], prefix="I am still busy")
     assert "5 messages are already waiting" in refused.text
+    assert refused.history[0] == "Queued…"
+    assert [iris.replies(chat, m)[0].text for m in waiting[:5]] == ["Queued…"] * 5
     iris.fake.user_says(chat, "/stop")
     for index, message_id in enumerate(waiting[:5]):
-        iris.wait_reply(chat, message_id, f"echo: quick {index}")
+        reply = iris.wait_reply(chat, message_id, f"echo: quick {index}")
+        assert reply.history[0] == "Queued…"
     assert [len(iris.replies(chat, m)) for m in waiting] == [1, 1, 1, 1, 1, 1]
     assert "quick 5" not in sent_prompts(iris)
 
