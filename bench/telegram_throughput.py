@@ -14,8 +14,9 @@ final ``editMessageText``).
   five wait: the queue limit), so every chat's runs end back to back and each final reply is an
   edit. The figure is the highest edit rate seen in one chat ((edits - 1) / their span); the
   baseline is the throttle's allowance, one edit per second per chat. Target: ratio <= 1.
-* ``burst_min_edit_gap_s``: the shortest time between two edits in one chat during the burst;
-  baseline: the throttle interval (1 s). Target: ratio >= 0.9 (network jitter only).
+* ``burst_min_edit_gap_s``: the shortest time between two edits arriving in one chat during the
+  burst; baseline: the throttle interval (1 s). Target: ratio >= 1 (the transport counts the
+  interval from the previous edit's answer, so network delays cannot shorten it).
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ def main() -> int:
     limit = 1.0 / EDIT_INTERVAL_S
     emit(BENCH, "burst_edit_rate_per_s", rate, "edits/s", limit, ratio(rate, limit))
     emit(BENCH, "burst_min_edit_gap_s", gap, "s", EDIT_INTERVAL_S, ratio(gap, EDIT_INTERVAL_S))
-    within = rate <= limit * 1.02 and gap >= EDIT_INTERVAL_S * 0.9
+    within = rate <= limit * 1.005 and gap >= EDIT_INTERVAL_S * 0.995  # timer granularity
     print(f"target edits within the throttle: {'met' if within else 'MISSED'}", file=sys.stderr)
     return 0
 

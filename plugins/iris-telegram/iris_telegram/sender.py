@@ -120,6 +120,8 @@ class ChatSender:
         except TelegramError as exc:
             if not _unchanged(exc):
                 raise
+        finally:
+            self.throttle.done(str(target.chat_id))
 
     def _edit_pieces(
         self, target: Target, message_id: int, pieces: list[Piece], limit: int

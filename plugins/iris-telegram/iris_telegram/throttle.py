@@ -42,6 +42,14 @@ class EditThrottle:
                 self._last = {k: v for k, v in self._last.items() if v > horizon}
             return 0.0
 
+    def done(self, key: str) -> None:
+        """The edit that took the slot has been answered: the interval counts from now, so the
+        gap Telegram sees between two edits is never shorter than the interval, whatever the
+        network delays."""
+        with self._lock:
+            if key in self._last:
+                self._last[key] = max(self._last[key], self._clock())
+
     def wait_and_reserve(self, key: str) -> bool:
         """Wait until ``key``'s slot is free and take it; False if stopped while waiting."""
         while True:

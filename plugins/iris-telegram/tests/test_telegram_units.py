@@ -192,6 +192,18 @@ def test_one_edit_per_interval_per_chat() -> None:
     assert throttle.reserve("42") == pytest.approx(1.0)
 
 
+def test_the_interval_counts_from_the_answer() -> None:
+    clock = ManualClock()
+    throttle = EditThrottle(1.0, clock=clock, sleep=clock.sleep)
+    assert throttle.reserve("42") == 0.0
+    clock.now += 0.3  # the edit took 300 ms to be answered
+    throttle.done("42")
+    clock.now += 0.8
+    assert throttle.reserve("42") == pytest.approx(0.2)
+    throttle.done("unknown")  # nothing reserved: nothing to do
+    assert throttle.reserve("unknown") == 0.0
+
+
 def test_a_burst_of_edits_gets_one_slot_per_interval() -> None:
     clock = ManualClock()
     throttle = EditThrottle(1.0, clock=clock, sleep=clock.sleep)
