@@ -95,6 +95,8 @@ class TelegramContext:
             if self._is_event or self._finished or self._placeholder is None:
                 return
             self._pending_status = text
+            if self._timer is not None:
+                return  # an edit is already due: it will show the latest line
         self._flush_status()
 
     def delete_message(self) -> None:
@@ -126,9 +128,10 @@ class TelegramContext:
                 return
             self._placeholder = placeholder
 
-    def _flush_status(self) -> None:
+    def _flush_status(self, *, timer: bool = False) -> None:
         with self._lock:
-            self._timer = None
+            if timer:
+                self._timer = None
             text, placeholder = self._pending_status, self._placeholder
             if self._finished or text is None or placeholder is None:
                 return
@@ -141,7 +144,7 @@ class TelegramContext:
             if wait <= 0:
                 self._pending_status = None
             elif self._timer is None:
-                self._timer = threading.Timer(wait, self._flush_status)
+                self._timer = threading.Timer(wait, self._flush_status, kwargs={"timer": True})
                 self._timer.daemon = True
                 self._timer.start()
 
