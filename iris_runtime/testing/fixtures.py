@@ -5,6 +5,8 @@
 ``fake_anthropic`` / ``fake_openai`` are wire-level fakes of those APIs for the real SDKs.
 ``openbao`` is a real OpenBao dev server shared by the session; ``vault_env`` /
 ``vault_settings`` point Iris at it under a path prefix of the test's own.
+``fake_slack`` / ``fake_telegram`` are wire-level fakes of the Slack Web API (with Socket Mode)
+and the Telegram Bot API for the transport plugins.
 Every server started is stopped at teardown.
 """
 
