@@ -1,10 +1,11 @@
 """The HTTP plumbing both fakes share.
 
-:class:`FakeLLMServer` is a ``ThreadingHTTPServer`` on a free 127.0.0.1 port, HTTP/1.1 with
-keep-alive, ``Content-Length`` bodies for plain responses and chunked transfer encoding for
-streams (so a ``Disconnect`` is an *incomplete* body to the client, not a clean end). It records
-requests and serves scripted replies in order. ``stop()`` stops accepting, shuts down every open
-connection (waking any ``Stall``), joins every thread and closes every socket.
+:class:`FakeLLMServer` serves on a :mod:`iris_runtime.testing.loopback_http` server (a free
+127.0.0.1 port): HTTP/1.1 with keep-alive, ``Content-Length`` bodies for plain responses and
+chunked transfer encoding for streams (so a ``Disconnect`` is an *incomplete* body to the client,
+not a clean end). It records requests and serves scripted replies in order. ``stop()`` stops
+accepting, shuts down every open connection (waking any ``Stall``), joins every thread and
+closes every socket.
 """
 
 from __future__ import annotations
@@ -14,16 +15,16 @@ import json
 import secrets
 import socket
 import string
-import sys
 import threading
 import traceback
 from abc import ABC, abstractmethod
 from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
 from iris_runtime.testing.fake_llm.script import DEFAULT_REPLY, Fail, Reply
+from iris_runtime.testing.loopback_http import LoopbackHTTPService, TrackingHTTPServer
 
 # The key the fakes accept unless told otherwise (and the shipped fixtures use).
 FAKE_API_KEY = "test-key"
@@ -132,52 +133,9 @@ class Exchange:
             raise Abort
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True  # a safety net only: stop() joins every thread it started
-
-    def __init__(self, owner: FakeLLMServer) -> None:
-        self.owner = owner
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()
-        self.connections: set[socket.socket] = set()
-        self.handler_threads: set[threading.Thread] = set()
-        self._count = 0
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        # Real API servers send each SSE event at once; without this, Nagle's algorithm holds the
-        # last small write for a delayed ACK (~40 ms) and every call looks that much slower.
-        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self.lock:
-            self._count += 1
-            thread = threading.Thread(
-                target=self.process_request_thread,
-                args=(request, client_address),
-                name=f"{type(self.owner).__name__}-conn-{self._count}",
-                daemon=True,
-            )
-            self.connections.add(request)
-            self.handler_threads.add(thread)
-        thread.start()
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self.lock:
-                self.connections.discard(request)
-                self.handler_threads.discard(threading.current_thread())
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Connection errors are the clients' business (timeouts, dropped streams); anything else is
-        # a bug in the fake, kept for the test to see.
-        if not isinstance(sys.exc_info()[1], OSError):
-            self.owner.errors.append(traceback.format_exc())
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _HTTPServer
+    server: TrackingHTTPServer[FakeLLMServer]
 
     def do_POST(self) -> None:
         self._dispatch()
@@ -231,8 +189,7 @@ class FakeLLMServer(ABC):
         """Tracebacks of bugs inside the fake itself (a test may assert it stays empty)."""
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._service = LoopbackHTTPService(self, _Handler, name=type(self).__name__)
 
     # --- scripting
 
@@ -271,54 +228,23 @@ class FakeLLMServer(ABC):
 
     @property
     def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError(f"{type(self).__name__} is not started")
-        port: int = self._httpd.server_address[1]
-        return port
+        return self._service.port
 
     @property
     def base_url(self) -> str:
         """What to pass as the SDK's ``base_url``."""
-        return f"http://127.0.0.1:{self.port}{self.base_path}"
+        return f"{self._service.base_url}{self.base_path}"
 
     def start(self) -> Self:
-        if self._httpd is not None:
-            raise RuntimeError(f"{type(self).__name__} is already started")
-        httpd = _HTTPServer(self)
-        thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"{type(self).__name__}-server",
-            daemon=True,
-        )
-        self._httpd, self._thread = httpd, thread
-        thread.start()
+        self._service.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop accepting, drop every open connection, join every thread, close every socket."""
-        httpd, thread = self._httpd, self._thread
-        if httpd is None or thread is None:
-            return
-        self._httpd = self._thread = None
-        httpd.stopping.set()
-        httpd.shutdown()
-        thread.join(timeout)
-        with httpd.lock:
-            connections = list(httpd.connections)
-            handlers = list(httpd.handler_threads)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-        for handler in handlers:
-            handler.join(timeout)
-        httpd.server_close()
-        stuck = [t.name for t in [thread, *handlers] if t.is_alive()]
-        if stuck:
-            raise RuntimeError(f"{type(self).__name__}.stop(): threads still running: {stuck}")
+        self._service.stop(timeout)
 
     def __enter__(self) -> Self:
-        if self._httpd is None:
+        if not self._service.running:
             self.start()
         return self
 

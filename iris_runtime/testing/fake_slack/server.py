@@ -20,13 +20,12 @@ import contextlib
 import json
 import secrets
 import socket
-import sys
 import threading
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any, Self, TypeVar
 from urllib.parse import parse_qsl, urlsplit
@@ -46,6 +45,7 @@ from iris_runtime.testing.fake_slack.workspace import (
     StoredFile,
     User,
 )
+from iris_runtime.testing.loopback_http import LoopbackHTTPService, TrackingHTTPServer
 
 FAKE_BOT_TOKEN = "xoxb-fake-bot-token"  # noqa: S105 (fake credentials for tests)
 FAKE_APP_TOKEN = "xapp-fake-app-token"  # noqa: S105
@@ -137,8 +137,7 @@ class FakeSlack:
         self._sockets: list[_Socket] = []
         self._outbox: deque[dict[str, Any]] = deque()
         self._ids = iter(range(1, 1 << 62))
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._service = LoopbackHTTPService(self, _Handler, name="FakeSlack")
         self.add_user(bot_user_id, bot_name, is_bot=True)
         self.add_user("UANA00001", "ana", "Ana Lima")
         self.add_user("UBEN00002", "ben", "Ben Okafor")
@@ -370,14 +369,11 @@ class FakeSlack:
 
     @property
     def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("FakeSlack is not started")
-        port: int = self._httpd.server_address[1]
-        return port
+        return self._service.port
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self._service.base_url
 
     @property
     def api_url(self) -> str:
@@ -393,41 +389,17 @@ class FakeSlack:
         }
 
     def start(self) -> Self:
-        if self._httpd is not None:
-            raise RuntimeError("FakeSlack is already started")
-        httpd = _Server(self)
-        thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="FakeSlack-server",
-            daemon=True,
-        )
-        self._httpd, self._thread = httpd, thread
-        thread.start()
+        self._service.start()
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        httpd, thread = self._httpd, self._thread
-        if httpd is None or thread is None:
-            return
-        self._httpd = self._thread = None
-        httpd.stopping.set()
-        for sock in self._live_sockets():
-            sock.kill()
-        httpd.shutdown()
-        thread.join(timeout)
-        with httpd.lock:
-            connections = list(httpd.connections)
-            handlers = list(httpd.handler_threads)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-        for handler in handlers:
-            handler.join(timeout)
-        httpd.server_close()
+        if self._service.running:
+            for sock in self._live_sockets():
+                sock.kill()
+        self._service.stop(timeout, raise_if_stuck=False)
 
     def __enter__(self) -> Self:
-        if self._httpd is None:
+        if not self._service.running:
             self.start()
         return self
 
@@ -857,46 +829,9 @@ class FakeSlack:
 # --- HTTP plumbing ---------------------------------------------------------------------------
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, owner: FakeSlack) -> None:
-        self.owner = owner
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()
-        self.connections: set[socket.socket] = set()
-        self.handler_threads: set[threading.Thread] = set()
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        thread = threading.Thread(
-            target=self.process_request_thread,
-            args=(request, client_address),
-            name="FakeSlack-conn",
-            daemon=True,
-        )
-        with self.lock:
-            self.connections.add(request)
-            self.handler_threads.add(thread)
-        thread.start()
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self.lock:
-                self.connections.discard(request)
-                self.handler_threads.discard(threading.current_thread())
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], OSError):
-            self.owner.errors.append(traceback.format_exc())
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: TrackingHTTPServer[FakeSlack]
 
     def do_GET(self) -> None:
         self._dispatch()

@@ -1,9 +1,9 @@
-"""HTTP plumbing of the fake Bot API: a threading HTTP/1.1 server on a free loopback port.
+"""HTTP plumbing of the fake Bot API: an HTTP/1.1 handler on the shared loopback server.
 
 Requests are parsed the ways the Bot API accepts parameters (query string, URL-encoded form,
 JSON, multipart form with files) and handed to the owner as a :class:`Request`; the owner answers
-with JSON, raw bytes or a connection reset. ``stop()`` stops accepting, wakes long polls, shuts
-every open connection, joins every thread and closes every socket.
+with JSON, raw bytes or a connection reset. The server itself (free 127.0.0.1 port, clean
+start and stop) is :mod:`iris_runtime.testing.loopback_http`.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ import contextlib
 import json
 import socket
 import struct
-import sys
-import threading
 import traceback
 import urllib.parse
 from dataclasses import dataclass, field
 from email.message import Message
 from email.parser import BytesParser
 from email.policy import HTTP
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
+
+from iris_runtime.testing.loopback_http import LoopbackHTTPService, TrackingHTTPServer
 
 
 @dataclass(frozen=True)
@@ -96,47 +96,9 @@ def parse_parameters(
     return params, files
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True  # a safety net only: stop() joins every thread it started
-
-    def __init__(self, owner: Owner) -> None:
-        self.owner = owner
-        self.lock = threading.Lock()
-        self.connections: set[socket.socket] = set()
-        self.handler_threads: set[threading.Thread] = set()
-        self._count = 0
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self.lock:
-            self._count += 1
-            thread = threading.Thread(
-                target=self.process_request_thread,
-                args=(request, client_address),
-                name=f"FakeTelegram-conn-{self._count}",
-                daemon=True,
-            )
-            self.connections.add(request)
-            self.handler_threads.add(thread)
-        thread.start()
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            with self.lock:
-                self.connections.discard(request)
-                self.handler_threads.discard(threading.current_thread())
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], OSError):
-            self.owner.errors.append(traceback.format_exc())
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _HTTPServer
+    server: TrackingHTTPServer[Owner]
 
     def do_GET(self) -> None:
         self._dispatch()
@@ -192,49 +154,8 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class LoopbackServer:
+class LoopbackServer(LoopbackHTTPService[Owner]):
     """Owns the listening socket and the threads; :meth:`stop` joins them all."""
 
     def __init__(self, owner: Owner) -> None:
-        self._owner = owner
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("the fake Telegram server is not started")
-        port: int = self._httpd.server_address[1]
-        return port
-
-    def start(self) -> None:
-        if self._httpd is not None:
-            raise RuntimeError("the fake Telegram server is already started")
-        self._httpd = _HTTPServer(self._owner)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name="FakeTelegram-server",
-            daemon=True,
-        )
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        httpd, thread = self._httpd, self._thread
-        if httpd is None or thread is None:
-            return
-        self._httpd = self._thread = None
-        httpd.shutdown()
-        thread.join(timeout)
-        with httpd.lock:
-            connections = list(httpd.connections)
-            handlers = list(httpd.handler_threads)
-        for connection in connections:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-        for handler in handlers:
-            handler.join(timeout)
-        httpd.server_close()
-        stuck = [t.name for t in [thread, *handlers] if t.is_alive()]
-        if stuck:
-            raise RuntimeError(f"FakeTelegram.stop(): threads still running: {stuck}")
+        super().__init__(owner, _Handler, name="FakeTelegram", label="the fake Telegram server")
