@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from iris_runtime.engine.tools import ToolContext, ToolResult
+from iris_runtime.tools.environment import tool_environment
 
 _POLL_SECONDS = 0.05
 _KILL_GRACE_SECONDS = 2.0
@@ -86,6 +87,7 @@ def _run(
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
+            env=tool_environment(os.environ),
             start_new_session=True,  # own process group, so killpg reaches grandchildren
         )
     deadline = time.monotonic() + timeout
