@@ -18,7 +18,7 @@ from iris_slack.text import clip_line
 
 log = logging.getLogger(__name__)
 
-MAX_NAME_CHARS = 80
+MAX_DISPLAY_NAME_CHARS = 80
 MAX_LISTED_CHANNELS = 200
 MAX_LISTED_USERS = 500
 
@@ -28,7 +28,7 @@ def user_name(user: dict[str, Any]) -> str:
     assert isinstance(profile, dict)
     for candidate in (profile.get("display_name"), user.get("name"), user.get("real_name")):
         if isinstance(candidate, str) and candidate.strip():
-            return clip_line(candidate, MAX_NAME_CHARS)
+            return clip_line(candidate, MAX_DISPLAY_NAME_CHARS)
     return str(user.get("id", "unknown"))
 
 
@@ -103,7 +103,11 @@ class Directory:
             peer = entry.get("user")
             return f"@{self.user_name(peer)}" if isinstance(peer, str) else "direct message"
         name = entry.get("name")
-        return f"#{clip_line(name, MAX_NAME_CHARS)}" if isinstance(name, str) and name else None
+        return (
+            f"#{clip_line(name, MAX_DISPLAY_NAME_CHARS)}"
+            if isinstance(name, str) and name
+            else None
+        )
 
     def channels(self) -> list[ChannelInfo]:
         with self._lock:

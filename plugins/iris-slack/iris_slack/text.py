@@ -96,16 +96,25 @@ def _split(text: str, limit: int, widths: list[int], spans: list[tuple[int, int]
 def _cut(
     text: str, start: int, end: int, spans: list[tuple[int, int]], limit: int
 ) -> tuple[int, int]:
-    """Where to end a piece that may reach at most ``end``: (cut, where the next piece starts)."""
-    window = text[start:end]
-    floor = max(1, (end - start) // 4)
-    newline = window.rfind("\n")
-    if newline >= floor:
-        return start + newline, start + newline + 1
-    space = max(window.rfind(" "), window.rfind("\t"))
-    if space >= floor:
-        return start + space, start + space + 1
-    for span_start, span_end in spans:
+    """Where to end a piece that may reach at most ``end``: (cut, where the next piece starts).
+    A newline or space inside a mention or link (a label may have spaces) is no place to cut:
+    such a span is cut before, whole, unless it alone is longer than the piece."""
+    inside = [(a, b) for a, b in spans if a < end and b > start]
+
+    def last(chars: str) -> int:
+        floor = start + max(1, (end - start) // 4)
+        for index in range(end - 1, floor - 1, -1):
+            if text[index] in chars and not any(a < index < b for a, b in inside):
+                return index
+        return -1
+
+    newline = last("\n")
+    if newline >= 0:
+        return newline, newline + 1
+    space = last(" \t")
+    if space >= 0:
+        return space, space + 1
+    for span_start, span_end in inside:
         if span_start < end < span_end and span_start > start:
             return span_start, span_start
     return end, end
@@ -124,7 +133,8 @@ def inbound_text(raw: str, bot_user_id: str | None) -> str:
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-MAX_NAME_CHARS = 120
+# A saved file's local name; display names in the prompt have their own, shorter limit.
+MAX_FILE_NAME_CHARS = 120
 
 
 def safe_file_name(name: str, fallback: str = "file") -> str:
@@ -138,12 +148,12 @@ def safe_file_name(name: str, fallback: str = "file") -> str:
     base = base.strip("._-")
     if not base:
         base = fallback
-    if len(base) > MAX_NAME_CHARS:
+    if len(base) > MAX_FILE_NAME_CHARS:
         stem, dot, ext = base.rpartition(".")
         if dot and 0 < len(ext) <= 10:
-            base = stem[: MAX_NAME_CHARS - len(ext) - 1] + "." + ext
+            base = stem[: MAX_FILE_NAME_CHARS - len(ext) - 1] + "." + ext
         else:
-            base = base[:MAX_NAME_CHARS]
+            base = base[:MAX_FILE_NAME_CHARS]
     return base
 
 

@@ -15,6 +15,7 @@ from iris_slack.text import (
     split_chunks,
 )
 from iris_slack.throttle import EditPacer
+from iris_slack.transport import CHANNEL_ID
 
 from iris_runtime.engine.channels import validate_filename
 
@@ -114,14 +115,40 @@ def test_file_names_keep_what_is_harmless() -> None:
     assert safe_file_name("x" * 500 + ".tar.gz").endswith(".gz")
 
 
-def test_edit_pacer_spaces_edits_per_channel() -> None:
+def test_edit_pacer_counts_the_interval_from_the_previous_answer() -> None:
     now = [100.0]
+    waited: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waited.append(seconds)
+        now[0] += seconds
+
     pacer = EditPacer(interval=1.0, clock=lambda: now[0])
-    assert pacer.claim("C1") == 0.0
-    assert pacer.claim("C1") == 1.0  # a burst queues behind: one slot per second
-    assert pacer.claim("C1") == 2.0
-    assert pacer.claim("C2") == 0.0  # channels are independent
-    now[0] = 103.5
+    with pacer.slot("C1", sleep):
+        now[0] += 0.7  # the edit takes 0.7 s to be answered
+    with pacer.slot("C1", sleep):
+        pass
+    assert waited == [1.0]  # a full second after the answer, not 0.3 s after the claim
+    with pacer.slot("C2", sleep):
+        pass
+    assert waited == [1.0]  # channels are independent
+    now[0] += 5
     assert pacer.wait_hint("C1") == 0.0
-    assert pacer.claim("C1") == 0.0
-    assert pacer.wait_hint("C1") == 1.0
+
+
+def test_a_link_label_with_spaces_is_never_cut() -> None:
+    link = "<https://example.com/page|click here for the report>"
+    for text in ("x" * 3980 + " " + link, "a" * 3990 + " see " + link + " ok"):
+        chunks = split_chunks(text, 4000)
+        assert any(link in chunk for chunk in chunks)
+        assert all("&lt;" not in escape(chunk) for chunk in chunks)
+    label = " ".join(f"w{i}" for i in range(40))
+    chunks = split_chunks("x" * 3950 + " <https://example.com/r|" + label + ">", 4000)
+    assert escape(chunks[-1]).startswith("<https://example.com/r|w0 w1")
+
+
+def test_slack_ids_need_a_digit() -> None:
+    for other in ("GENERAL", "DAILY", "CRON", "DEPLOYS", "GITHUB"):
+        assert not CHANNEL_ID.fullmatch(other)
+    for slack in ("C0123ABCD", "G01AB2CD3", "D0456EFGH", "CGENERAL1"):
+        assert CHANNEL_ID.fullmatch(slack)
