@@ -21,6 +21,7 @@ from iris_runtime.testing.fake_slack.server import FAKE_APP_TOKEN, FAKE_BOT_TOKE
 from iris_runtime.testing.fake_slack.workspace import (
     ApiCall,
     ApiError,
+    ApplyThenDrop,
     Conversation,
     DropConnection,
     Edit,
@@ -37,6 +38,7 @@ __all__ = [
     "FAKE_BOT_TOKEN",
     "ApiCall",
     "ApiError",
+    "ApplyThenDrop",
     "Conversation",
     "DropConnection",
     "Edit",

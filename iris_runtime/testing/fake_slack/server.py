@@ -34,6 +34,7 @@ from iris_runtime.testing.fake_slack import websocket as ws
 from iris_runtime.testing.fake_slack.workspace import (
     ApiCall,
     ApiError,
+    ApplyThenDrop,
     Clock,
     Conversation,
     DropConnection,
@@ -507,7 +508,11 @@ class FakeSlack:
                 answer = getattr(self, "_m_" + method.replace(".", "_"), None)
                 result = answer(params) if answer else {"ok": False, "error": "unknown_method"}
             failure = None if result.get("ok") else str(result.get("error"))
+            if isinstance(fault, ApplyThenDrop):
+                failure = "applied_then_dropped"
             self._record(ApiCall(method, params, auth, now, 200, failure))
+        if isinstance(fault, ApplyThenDrop):
+            raise _Abort
         handler.send_json(200, result)
 
     def _m_auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -561,6 +566,36 @@ class FakeSlack:
         if self.echo_bot_messages:
             self._echo({"type": "message", "channel": channel, **body})
         return {"ok": True, "channel": channel, "ts": ts, "message": body}
+
+    def _m_conversations_history(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._read_back(params, None)
+
+    def _m_conversations_replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._read_back(params, str(params.get("ts") or ""))
+
+    def _read_back(self, params: dict[str, Any], thread: str | None) -> dict[str, Any]:
+        """Messages of a channel (``thread`` None: top level) or of a thread, newer than
+        ``oldest``; bot messages as Slack shows them."""
+        channel = str(params.get("channel", ""))
+        if channel not in self._conversations:
+            return {"ok": False, "error": "channel_not_found"}
+        oldest = float(params.get("oldest") or 0)
+        found = []
+        with self._cond:
+            for m in self._messages:
+                if m.channel != channel or m.deleted or float(m.ts) <= oldest:
+                    continue
+                if (thread is None and m.thread_ts is None) or (
+                    thread is not None and (m.ts == thread or m.thread_ts == thread)
+                ):
+                    found.append(m)
+        out = [
+            self._bot_message_json(m)
+            if m.bot
+            else {"type": "message", "user": m.user, "text": m.current_text, "ts": m.ts}
+            for m in found
+        ]
+        return {"ok": True, "messages": out if thread is not None else out[::-1]}
 
     def _bot_message_json(self, message: Message) -> dict[str, Any]:
         body: dict[str, Any] = {

@@ -168,7 +168,13 @@ class DropConnection:
     """Close the connection without answering (a network error to the client)."""
 
 
-Fault = HttpFailure | RateLimited | ApiError | DropConnection
+@dataclass(frozen=True)
+class ApplyThenDrop:
+    """Apply the call, then close the connection without answering: the client cannot tell
+    whether it worked (a reset or timeout after Slack did the work)."""
+
+
+Fault = HttpFailure | RateLimited | ApiError | DropConnection | ApplyThenDrop
 
 
 class Clock:
