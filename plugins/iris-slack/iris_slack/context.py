@@ -14,7 +14,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +35,9 @@ PROGRESS_PREVIEW_CHARS = 3000
 # directly instead of spending the channel's edit slot on a progress edit.
 PROGRESS_GRACE_SECONDS = 0.5
 # The conversation is gone for the bot: nothing more can be posted there.
+UNDELIVERED = (
+    "_(the rest of this reply could not be delivered; the full reply is in the channel's log)_"
+)
 GONE_ERRORS = frozenset(
     {"channel_not_found", "not_in_channel", "is_archived", "account_inactive", "invalid_auth"}
 )
@@ -96,7 +101,8 @@ class SlackContext:
             return
         with self._lock:
             self._notes += 1
-        self._post_chunks(split_chunks(text, self._limit))
+        with self._edit_lock:
+            self._deliver(split_chunks(text, self._limit), None)
 
     def set_typing(self, is_typing: bool) -> None:
         return None  # bots have no typing indicator; the placeholder says it
@@ -178,14 +184,15 @@ class SlackContext:
                 if self._finished or self._deleted or self._placeholder is None:
                     return
                 placeholder = self._placeholder
-            self._wait_for_slot()
             with self._lock:
                 if self._finished or self._deleted:
                     return
                 text = self._render_progress()
             try:
                 # Progress is best-effort: a failed edit is superseded by the next one.
-                self._api.update_message(self._channel, placeholder, text, attempts=2)
+                self._api.update_message(
+                    self._channel, placeholder, text, attempts=2, slot=self._slot
+                )
             except SlackError as exc:
                 log.info("slack: a progress edit in %s failed: %s", self._channel, exc.error)
                 if exc.error in GONE_ERRORS:
@@ -210,11 +217,27 @@ class SlackContext:
             if not chunks:
                 self._finish_without_text(placeholder)
                 return
-            if placeholder is None:
-                self._post_chunks(chunks)
+            self._deliver(chunks, placeholder, reply=True)
+
+    @property
+    def finished(self) -> bool:
+        with self._lock:
+            return self._finished
+
+    def abandon(self, note: str) -> None:
+        """The run ended without ever finishing this context (it failed before it started, or
+        was cancelled): the placeholder says ``note`` instead of *Thinking…* forever."""
+        with self._lock:
+            if self._finished:
                 return
-            leftover = self._edit_first(placeholder, chunks[0])
-            self._post_chunks(leftover + chunks[1:])
+            self._finished = True
+            timer, self._timer = self._timer, None
+            placeholder = self._placeholder
+        if timer is not None:
+            timer.cancel()
+        with self._edit_lock:
+            if placeholder is not None and not self._deleted:
+                self._deliver([note], placeholder)
 
     def _finish_without_text(self, placeholder: str | None) -> None:
         if placeholder is None:
@@ -222,78 +245,84 @@ class SlackContext:
         with self._lock:
             notes = self._notes
         if notes:  # the thread already says what happened (an error note, say)
-            try:
-                self._api.delete_message(self._channel, placeholder)
-            except SlackError as exc:
-                log.info("slack: could not remove a placeholder: %s", exc.error)
+            self._remove(placeholder)
             return
         note = "_(stopped)_" if self.stopped else "_(no reply)_"
-        self._edit_first(placeholder, note)
+        self._deliver([note], placeholder)
 
-    def _wait_for_slot(self) -> None:
-        """Claim the channel's next edit slot and wait for it."""
-        delay = self._pacer.claim(self._channel)
-        if delay > 0:
-            self._sleep(delay)
+    @contextmanager
+    def _slot(self) -> Iterator[None]:
+        """The channel's edit slot, held for one edit request."""
+        with self._pacer.slot(self._channel, self._sleep):
+            yield
 
-    def _edit_first(self, placeholder: str, chunk: str) -> list[str]:
-        """Replace the placeholder with ``chunk`` and return what is left of it to post: the
-        pieces after the first when ``msg_too_long`` made it re-split, all of it when the
-        placeholder could not be edited (it is posted instead), nothing otherwise."""
-        limit = self._limit
-        pieces = [chunk]
-        while True:
-            self._wait_for_slot()
+    def _deliver(self, chunks: list[str], placeholder: str | None, *, reply: bool = False) -> None:
+        """Put ``chunks`` in Slack in order: the first into ``placeholder`` (when there is
+        one), the rest posted in the thread. ``msg_too_long`` halves the limit (down to
+        ``MIN_CHUNK_LENGTH``) and re-cuts what is left; a placeholder that cannot be edited is
+        removed and its text posted instead; any other failure stops delivery there (later
+        pieces would leave a silent gap), with one note in the thread for a reply."""
+        pending = deque(chunks)
+        target = placeholder
+        while pending and not self._gone:
+            pieces = split_chunks(pending.popleft(), self._limit)
+            if not pieces:
+                continue
+            piece = pieces[0]
+            pending.extendleft(reversed(pieces[1:]))
             try:
-                self._api.update_message(self._channel, placeholder, escape(pieces[0]))
-                return pieces[1:]
+                if target is not None:
+                    self._api.update_message(self._channel, target, escape(piece), slot=self._slot)
+                else:
+                    ts = self._api.post_message(self._channel, escape(piece), self._thread)
+                    if self._thread is None:
+                        self._thread = ts  # no thread yet: what follows goes under it
             except SlackError as exc:
-                if exc.error == "msg_too_long" and limit // 2 >= MIN_CHUNK_LENGTH:
-                    limit //= 2
-                    self._limit = min(self._limit, limit)
-                    pieces = split_chunks(pieces[0], limit) + pieces[1:]
+                if exc.error == "msg_too_long" and self._limit // 2 >= MIN_CHUNK_LENGTH:
+                    self._limit //= 2
+                    pending.appendleft(piece)
                     continue
                 if exc.error in GONE_ERRORS:
                     self._lost(exc)
-                    return []
-                log.warning(
-                    "slack: could not edit the placeholder in %s (%s); posting instead",
-                    self._channel,
-                    exc.error,
-                )
-                return pieces
-
-    def _post_chunks(self, chunks: list[str]) -> None:
-        for chunk in chunks:
-            # Chunks cut before a msg_too_long lowered the limit are cut again to fit it.
-            for piece in split_chunks(chunk, self._limit):
-                if self._gone:
                     return
-                self._post_chunk(piece, self._limit)
+                if target is not None:
+                    log.warning(
+                        "slack: could not edit the placeholder in %s (%s); posting instead",
+                        self._channel,
+                        exc.error,
+                    )
+                    self._remove(target)
+                    target = None
+                    pending.appendleft(piece)
+                    continue
+                self._undelivered(exc, len(piece) + sum(map(len, pending)), note=reply)
+                return
+            target = None
 
-    def _post_chunk(self, chunk: str, limit: int) -> None:
+    def _undelivered(self, exc: SlackError, characters: int, *, note: bool) -> None:
+        log.error(
+            "slack: %d characters of a reply could not be posted in %s: %s "
+            "(the full reply is in the channel's log)",
+            characters,
+            self._channel,
+            exc.error,
+        )
+        if note:
+            try:
+                self._api.post_message(self._channel, escape(UNDELIVERED), self._thread, attempts=2)
+            except SlackError as again:
+                log.info("slack: could not say so in %s: %s", self._channel, again.error)
+
+    def _remove(self, placeholder: str) -> None:
+        """Delete a placeholder that will not hold the reply (best effort: a failure is
+        logged; the reply or note follows in the thread)."""
+        with self._lock:
+            if self._placeholder == placeholder:
+                self._placeholder = None
         try:
-            ts = self._api.post_message(self._channel, escape(chunk), self._thread)
+            self._api.delete_message(self._channel, placeholder, attempts=2)
         except SlackError as exc:
-            if exc.error == "msg_too_long" and limit // 2 >= MIN_CHUNK_LENGTH:
-                half = limit // 2
-                self._limit = min(self._limit, half)
-                for piece in split_chunks(chunk, half):
-                    self._post_chunk(piece, half)
-                return
-            if exc.error in GONE_ERRORS:
-                self._lost(exc)
-                return
-            log.error(
-                "slack: a reply chunk of %d characters could not be posted in %s: %s "
-                "(the full reply is in the channel's log)",
-                len(chunk),
-                self._channel,
-                exc.error,
-            )
-            return
-        if self._thread is None:
-            self._thread = ts  # a reply with no thread yet: what follows goes under it
+            log.info("slack: could not remove a placeholder in %s: %s", self._channel, exc.error)
 
     def _lost(self, exc: SlackError) -> None:
         if not self._gone:

@@ -35,7 +35,9 @@ class OrderedLanes:
     def _drain(self, key: str) -> None:
         while True:
             with self._lock:
-                queue = self._queues[key]
+                queue = self._queues.get(key)
+                if queue is None:  # shut down
+                    return
                 if not queue:
                     del self._queues[key]
                     return
@@ -46,4 +48,11 @@ class OrderedLanes:
                 log.exception("slack: handling an event failed")
 
     def shutdown(self) -> None:
+        """Stop taking work; events acknowledged but not yet handled are dropped (Slack will
+        not send them again), and how many is said in one log line."""
+        with self._lock:
+            dropped = sum(len(queue) for queue in self._queues.values())
+            self._queues.clear()  # running drains find their lane gone and stop
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if dropped:
+            log.warning("slack: %d received event(s) were not handled: Iris is stopping", dropped)

@@ -6,8 +6,9 @@ other message is written to the channel's log only. ``stop`` stops the channel's
 ``Engine.handle_stop``. Files are saved into the channel's folder first.
 
 Channels: a Slack conversation id (``C…``, ``G…``, ``D…`` followed by capital letters and
-digits) belongs to this transport, so channel-addressed API events and ``slack/events/`` files
-reach it even for a channel it has not seen yet.
+digits, at least one of them a digit, as every Slack id has) belongs to this transport, so
+channel-addressed API events and ``slack/events/`` files reach it even for a channel it has not
+seen yet.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from pathlib import Path
+from contextlib import AbstractContextManager
 from typing import Any
 
 from slack_sdk.http_retry.builtin_handlers import (
@@ -42,19 +43,28 @@ from iris_runtime.engine.transport import (
     UserInfo,
 )
 from iris_runtime.errors import EngineStopping, IrisError, QueueFull
-from iris_slack.api import SlackApi, SlackError
+from iris_slack.api import SlackApi, SlackError, classify, sdk_logger
 from iris_slack.config import SlackConfig
 from iris_slack.context import THINKING, SlackContext
 from iris_slack.directory import Directory
 from iris_slack.ordering import OrderedLanes
 from iris_slack.profile import SLACK_PROFILE
-from iris_slack.text import escape, inbound_text, safe_file_name, split_chunks
+from iris_slack.text import (
+    SLACK_MAX_LENGTH,
+    clip_line,
+    escape,
+    inbound_text,
+    safe_file_name,
+    split_chunks,
+)
 from iris_slack.throttle import EditPacer
 
 log = logging.getLogger(__name__)
 
-# Slack conversation ids: C (channels), G (private channels, group DMs), D (direct messages).
-CHANNEL_ID = re.compile(r"[CDG][A-Z0-9]{2,31}")
+# Slack conversation ids: C (channels), G (private channels, group DMs), D (direct messages),
+# then capitals and digits with at least one digit (every Slack id has one): all-capital names
+# such as GENERAL, DAILY or CRON are other transports' channels, not Slack's.
+CHANNEL_ID = re.compile(r"[CDG](?=[A-Z]*[0-9])[A-Z0-9]{2,31}")
 STOP_WORDS = frozenset({"stop", "/stop", "stop!", "stop."})
 # Message subtypes that are a person saying something; edits, joins, bots and the like are not.
 SPOKEN_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
@@ -93,6 +103,8 @@ class SlackTransport:
         self._socket: SocketModeClient | None = None
         self._thread: threading.Thread | None = None
         self._lanes = OrderedLanes()
+        # (channel, message ts) -> the run's context, until the run settles
+        self._contexts: dict[tuple[str, str], SlackContext] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -105,7 +117,8 @@ class SlackTransport:
 
     def stop(self) -> None:
         self._stopping.set()
-        socket, self._socket = self._socket, None
+        with self._lock:
+            socket, self._socket = self._socket, None
         if socket is not None:
             try:
                 socket.close()
@@ -121,11 +134,10 @@ class SlackTransport:
             return
         self.bot_user_id = str(identity.get("user_id") or "") or None
         self._bot_id = str(identity.get("bot_id") or "") or None
-        self.directory.load()
         client = SocketModeClient(
             app_token=self._config.app_token,
             web_client=self._socket_web_client(),
-            logger=logging.getLogger("iris_slack.socket_mode"),
+            logger=sdk_logger("iris_slack.socket_mode"),
             auto_reconnect_enabled=True,
             # One listener call at a time, in delivery order: it only acknowledges and queues
             # the event on its channel's lane (see OrderedLanes).
@@ -145,6 +157,12 @@ class SlackTransport:
             return
         self.connected.set()
         log.info("slack: connected over Socket Mode as %s", identity.get("user") or "the bot")
+        # The directory (users, conversations: paged and rate-limited, minutes on a big
+        # workspace) fills in after the connection, so no event waits for it; names are looked
+        # up one by one meanwhile.
+        threading.Thread(
+            target=self.directory.load, name="iris-slack-directory", daemon=True
+        ).start()
 
     def _socket_web_client(self) -> WebClient:
         # The Socket Mode client opens (and re-opens) its connection with apps.connections.open;
@@ -154,7 +172,7 @@ class SlackTransport:
             token=self._config.bot_token,
             base_url=self._config.api_url,
             timeout=30,
-            logger=logging.getLogger("iris_slack.sdk"),
+            logger=sdk_logger(),
             retry_handlers=[
                 ConnectionErrorRetryHandler(max_retry_count=4, interval_calculator=backoff),
                 ServerErrorRetryHandler(max_retry_count=4, interval_calculator=backoff),
@@ -171,18 +189,12 @@ class SlackTransport:
             try:
                 value = action()
                 return value if result else True
-            except SlackError as exc:
-                if not exc.transient:
-                    log.error("slack: %s was refused (%s); Slack stays off", what, exc.error)
+            except Exception as exc:  # ours, the SDK's own errors and plain network errors
+                failure = classify(what, exc)
+                if failure.refused or not failure.transient:
+                    log.error("slack: %s was refused (%s); Slack stays off", what, failure.error)
                     return None
-                reason = exc.error
-            except Exception as exc:  # the SDK raises its own errors and plain network errors
-                response = getattr(exc, "response", None)
-                error = response.get("error") if response is not None else None
-                if error in {"invalid_auth", "not_authed", "not_allowed_token_type"}:
-                    log.error("slack: %s was refused (%s); Slack stays off", what, error)
-                    return None
-                reason = str(error or type(exc).__name__)
+                reason = failure.error
             delay = self.api.backoff(min(attempt, 8))
             log.warning("slack: %s failed (%s); trying again in %.0fs", what, reason, delay)
             self._stopping.wait(delay)
@@ -208,11 +220,20 @@ class SlackTransport:
         return first
 
     def update_message(self, channel_id: str, message_id: str, text: str) -> None:
-        chunks = split_chunks(text) or ["(empty)"]
-        delay = self.pacer.claim(channel_id)
-        if delay > 0:
-            self._stopping.wait(delay)
-        self.api.update_message(channel_id, message_id, escape(chunks[0]))
+        """Replace a message's text, paced like every edit. One Slack message holds one chunk:
+        text longer than that is cut to its first chunk, ending in "…" (a message has no
+        place of its own to continue in); ``post_message`` is for long text."""
+        chunks = split_chunks(text, SLACK_MAX_LENGTH - 1) or ["(empty)"]
+        first = chunks[0] + ("…" if len(chunks) > 1 else "")
+        if len(chunks) > 1:
+            log.info(
+                "slack: an edit in %s was cut to its first %d characters", channel_id, len(first)
+            )
+
+        def slot() -> AbstractContextManager[None]:
+            return self.pacer.slot(channel_id, self._stopping.wait)
+
+        self.api.update_message(channel_id, message_id, escape(first), slot=slot)
 
     def enqueue_event(self, event: TransportEvent) -> bool:
         """A synthetic event (scheduled, or ``POST /channels/<id>/events``): a run on the
@@ -229,7 +250,7 @@ class SlackTransport:
     ) -> SlackContext:
         with self._lock:
             placeholder, queued = self._placeholders.pop((event.channel, event.ts), (None, False))
-        return SlackContext(
+        ctx = SlackContext(
             self,
             event,
             placeholder_ts=placeholder,
@@ -239,6 +260,10 @@ class SlackTransport:
             channels=self.directory.channels(),
             users=self.directory.users(),
         )
+        if placeholder is not None:
+            with self._lock:
+                self._contexts[(event.channel, event.ts)] = ctx
+        return ctx
 
     # -- runs in progress (for stop) ----------------------------------------------------------
 
@@ -384,19 +409,33 @@ class SlackTransport:
         ticket.add_done_callback(lambda result: self._settled(channel, ts, thread, result))
 
     def _settled(self, channel: str, ts: str, thread: str, result: RunResult) -> None:
-        """A run that never started (cancelled at shutdown) leaves its placeholder: say so."""
+        """A run that never reached its reply (cancelled at shutdown, or failed before it
+        started working) must not leave *Thinking…* behind: its placeholder says what
+        happened."""
         with self._lock:
             placeholder = self._placeholders.pop((channel, ts), None)
-        if placeholder is not None and result.status == "cancelled":
-            self._replace_quietly(channel, placeholder[0], SHUTTING_DOWN, thread)
+            ctx = self._contexts.pop((channel, ts), None)
+        note = SHUTTING_DOWN if result.status == "cancelled" else _ended_note(result)
+        if placeholder is not None:  # no context was made for it
+            self._replace_quietly(channel, placeholder[0], note, thread)
+        elif ctx is not None and not ctx.finished:
+            ctx.abandon(f"_{note}_")
 
     def _stop(self, channel: str, thread: str) -> None:
         with self._lock:
             ctx = self._active.get(channel)
         if ctx is not None:
             ctx.stopped = True
+        # The note goes out before the stop: the run's final edit must not race it (the thread
+        # reads "Stopping." then the stopped reply, never the other way round).
+        running = self._engine.is_running(channel)
+        if running:
+            self._post_quietly(channel, "_Stopping._", thread)
         stopped = self._engine.handle_stop(channel)
-        self._post_quietly(channel, "_Stopping._" if stopped else "_Nothing is running._", thread)
+        if not running:
+            self._post_quietly(
+                channel, "_Stopping._" if stopped else "_Nothing is running._", thread
+            )
 
     def _post_quietly(self, channel: str, text: str, thread: str | None) -> str | None:
         try:
@@ -449,24 +488,21 @@ class SlackTransport:
         limit = self._config.max_file_bytes
         if isinstance(size, int) and size > limit:
             raise SlackError("files.download", "file_too_large")
-        data = self.api.download(url, limit)
         stamp = safe_file_name(ts, "0")
         path = resolve_channel_path(
             self._data_dir, channel, "attachments", f"{stamp}_{index}_{name}"
         )
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _write_private(path, data)
+        tmp = path.with_name(f".{path.name}.tmp")
+        self.api.download(url, limit, tmp)  # streamed, at most ``limit`` bytes, mode 0600
+        os.replace(tmp, path)
         return Attachment(local=str(path.relative_to(self._data_dir)), name=name)
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """Write through a temp file and rename, mode 0600."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+def _ended_note(result: RunResult) -> str:
+    if result.status == "failed":
+        reason = clip_line(result.error or result.error_code or "unknown error", 200)
+        return f"(the run failed: {reason})"
+    if result.status == "stopped":
+        return "(stopped)"
+    return "(no reply)"

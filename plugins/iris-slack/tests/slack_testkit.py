@@ -77,6 +77,17 @@ def settled_reply(fake: FakeSlack, channel: str, thread: str, contains: str) -> 
     return fake.wait_for(done, f"a reply containing {contains!r} in {channel}/{thread}")
 
 
+def final_reply(fake: FakeSlack, channel: str, thread: str, text: str) -> list[Message]:
+    """Wait until one of the bot's messages in the thread reads exactly ``text`` (a progress
+    edit that merely contains it does not count); return the bot's messages."""
+
+    def done(f: FakeSlack) -> list[Message]:
+        found = replies(f, channel, thread)
+        return found if any(m.current_text == text for m in found) else []
+
+    return fake.wait_for(done, f"a reply reading {text!r} in {channel}/{thread}")
+
+
 @dataclass
 class SubAgent:
     name: str

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from slack_testkit import (
     SubAgent,
+    final_reply,
     log_entries,
     register_agent,
     serve,
@@ -114,7 +115,9 @@ def test_stop_reaches_a_delegated_run(base: Path, fake: FakeSlack, iris: IrisSer
         "the delegated request",
     )
     fake.mention("CAGSTOP01", "stop", thread_ts=ts)
-    messages = settled_reply(fake, "CAGSTOP01", ts, "(stopped)")
-    assert any(m.text == "_Stopping._" for m in messages)
+    messages = final_reply(fake, "CAGSTOP01", ts, "_(stopped)_")
+    [note] = [m for m in messages if m.text == "_Stopping._"]
+    [placeholder] = [m for m in messages if m.current_text == "_(stopped)_"]
+    assert note.at < placeholder.edits[-1].at  # the note answered the stop, before the end
     wait_until(lambda: log_entries(iris, "CAGSTOP01")[-1].get("role") == "assistant", "the end")
     assert log_entries(iris, "CAGSTOP01")[-1]["status"] == "stopped"

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import html
 import random
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from iris_slack.api import SlackError
-from iris_slack.context import SlackContext
+from iris_slack.context import UNDELIVERED, SlackContext
 from iris_slack.throttle import EditPacer
 
 from iris_runtime.engine.transport import TransportEvent
@@ -26,6 +28,10 @@ class RecordingApi:
     edits: list[tuple[str, str]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     refused: int = 0
+    # chat.postMessage calls (1-based) answered with service_unavailable after all attempts
+    failing_posts: set[int] = field(default_factory=set)
+    failing_edits: bool = False
+    post_calls: int = 0
 
     def _check(self, method: str, text: str) -> None:
         if self.gone:
@@ -38,15 +44,29 @@ class RecordingApi:
     def post_message(
         self, channel: str, text: str, thread_ts: str | None = None, *, attempts: int = 0
     ) -> str:
+        self.post_calls += 1
+        if self.post_calls in self.failing_posts:
+            raise SlackError("chat.postMessage", "service_unavailable", transient=True)
         self._check("chat.postMessage", text)
         self.posts.append((text, thread_ts))
         return f"ts{len(self.posts)}"
 
-    def update_message(self, channel: str, ts: str, text: str, *, attempts: int = 0) -> None:
-        self._check("chat.update", text)
-        self.edits.append((ts, text))
+    def update_message(
+        self,
+        channel: str,
+        ts: str,
+        text: str,
+        *,
+        attempts: int = 0,
+        slot: Callable[[], AbstractContextManager[object]] | None = None,
+    ) -> None:
+        with slot() if slot is not None else nullcontext():
+            if self.failing_edits:
+                raise SlackError("chat.update", "service_unavailable", transient=True)
+            self._check("chat.update", text)
+            self.edits.append((ts, text))
 
-    def delete_message(self, channel: str, ts: str) -> None:
+    def delete_message(self, channel: str, ts: str, *, attempts: int = 0) -> None:
         self.deleted.append(ts)
 
     def upload_file(self, channel: str, thread: str | None, path: Path, title: str | None) -> None:
@@ -159,8 +179,40 @@ def test_a_lost_channel_stops_delivery_at_once() -> None:
 def test_the_final_edit_waits_for_the_channels_edit_slot() -> None:
     api = RecordingApi()
     ctx, transport = context(api)
-    assert transport.pacer.claim("C1") == 0.0  # an edit just went out on this channel
+    with transport.pacer.slot("C1", transport.sleep):
+        pass  # an edit just went out on this channel
     ctx.set_working(True)
     ctx.respond("done")
     ctx.set_working(False)
     assert transport.waited == [1.0] and api.edits == [("P", "done")]
+
+
+def test_a_chunk_that_fails_ends_delivery_with_one_note() -> None:
+    api = RecordingApi(failing_posts={2})
+    ctx, _ = context(api)
+    ctx.set_working(True)
+    ctx.respond("\n".join(f"PART{i} " + "x" * 3990 for i in range(5)))
+    ctx.set_working(False)
+    assert [t[:5] for _, t in api.edits] == ["PART0"]
+    # PART1 (the second post... the first is PART1) failed: nothing after it, one note instead
+    posted = [html.unescape(t) for t, _ in api.posts]
+    assert [t[:5] for t in posted[:-1]] == ["PART1"] or posted[:-1] == []
+    assert posted[-1] == UNDELIVERED and all(thread == "T1" for _, thread in api.posts)
+    assert not any(t.startswith(("PART3", "PART4")) for t in posted)
+
+
+def test_a_placeholder_that_cannot_be_edited_is_removed_not_left_thinking() -> None:
+    api = RecordingApi(failing_edits=True)
+    ctx, _ = context(api)
+    ctx.set_working(True)
+    ctx.respond("the answer")
+    ctx.set_working(False)
+    assert api.deleted == ["P"] and api.posts == [("the answer", "T1")]
+
+
+def test_a_context_abandoned_before_it_worked_replaces_thinking() -> None:
+    api = RecordingApi()
+    ctx, _ = context(api)
+    ctx.abandon("_(the run failed: boom)_")
+    ctx.set_working(False)  # a late finish changes nothing
+    assert api.edits == [("P", "_(the run failed: boom)_")]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from slack_testkit import (
+    final_reply,
     log_entries,
     replies,
     serve,
@@ -191,10 +192,12 @@ def test_stop_in_the_thread_aborts_the_run(fake: FakeSlack, iris: IrisServer) ->
         "the run to start",
     )
     fake.mention(ch, "stop", thread_ts=ts)
-    messages = settled_reply(fake, ch, ts, "partial words")
-    assert any(m.text == "_Stopping._" for m in messages)
+    messages = final_reply(fake, ch, ts, "partial words")
     placeholder = next(m for m in messages if m.text == "_Thinking…_")
     assert placeholder.current_text == "partial words"
+    [note] = [m for m in messages if m.text == "_Stopping._"]
+    # The note went out before the run's final edit (it answered the stop, not the reply).
+    assert note.at < placeholder.edits[-1].at
     wait_until(lambda: log_entries(iris, ch)[-1].get("role") == "assistant", "the logged reply")
     assert log_entries(iris, ch)[-1]["status"] == "stopped"
     fake.mention(ch, "stop", thread_ts=ts)
