@@ -4,11 +4,14 @@ A served Iris (offline provider) with the Slack plugin talks to the wire-level f
 (``iris_runtime.testing.fake_slack``) through the real ``slack_sdk``: Socket Mode in, Web API
 out. ``messages_per_s``: ``--messages`` mentions, one per channel, sent at once; done when the
 last reply has replaced its placeholder (times taken by the fake as it receives the calls).
-Baseline, same run and fake: the Web API work one reply needs at the least (``chat.postMessage``
-then ``chat.update``) made by a bare ``slack_sdk`` client on 8 threads. ``burst_edit_rate_per_s``:
-``--bursts`` bursts of 6 mentions (one running, five queued) into a single channel; edits per
-second of that channel over the bursts, against the throttle's one per second (ratio ≤ 1).
-``burst_min_edit_gap_ms`` is the shortest gap between two of its edits (baseline 1000 ms).
+Reference, same run and fake: a bare ``slack_sdk`` client on 8 threads making the two calls
+one reply takes (``chat.postMessage`` then ``chat.update``). It is a point of comparison, not
+a lower bound: it skips Socket Mode, the engine, the channel log and the edit pacing, and a
+served Iris uses more threads, so the ratio can land on either side of 1.
+``burst_edit_rate_per_s``: ``--bursts`` bursts of 6 mentions (one running, five queued) into a
+single channel; edits per second of that channel over the bursts (informational).
+``burst_min_edit_gap_ms`` is the shortest gap between two of its edits as the fake received
+them; the verdict is on it: Slack must never see two edits of a channel closer than 1000 ms.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from iris_runtime.testing.fake_slack import FakeSlack
 BENCH = "slack_throughput"
 REPLY_MARK = "No language model is configured"
 THROTTLE_PER_S = 1.0
+MIN_EDIT_GAP_MS = 1000.0
 BURST = 6
 
 
@@ -118,9 +122,18 @@ def main() -> int:
         THROTTLE_PER_S,
         ratio(edit_rate, THROTTLE_PER_S),
     )
-    emit(BENCH, "burst_min_edit_gap_ms", min_gap_ms, "ms", 1000.0, ratio(min_gap_ms, 1000.0))
-    verdict = "met" if edit_rate <= THROTTLE_PER_S * 1.05 else "MISSED"
-    print(f"target burst edit rate <= {THROTTLE_PER_S}/s per channel: {verdict}", file=sys.stderr)
+    emit(
+        BENCH,
+        "burst_min_edit_gap_ms",
+        min_gap_ms,
+        "ms",
+        MIN_EDIT_GAP_MS,
+        ratio(min_gap_ms, MIN_EDIT_GAP_MS),
+    )
+    verdict = "met" if gaps and min_gap_ms >= MIN_EDIT_GAP_MS else "MISSED"
+    print(
+        f"target min edit gap >= {MIN_EDIT_GAP_MS:.0f} ms per channel: {verdict}", file=sys.stderr
+    )
     return 0
 
 
