@@ -22,8 +22,10 @@ typed.
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
+import unicodedata
 from collections.abc import Iterator
 
 Tag = tuple[str, str]  # (name, attribute): ("b", ""), ("a", href), ("pre", language), ...
@@ -31,6 +33,10 @@ Piece = tuple[str, tuple[Tag, ...]]  # visible text and its tags, outermost firs
 
 TELEGRAM_LIMIT = 4096
 MIN_CHUNK = 500
+# Lines longer than this are shown as typed (escaped, no inline formatting): Markdown from a
+# model never needs one, and a minified JSON blob or a log line must not cost parsing time.
+MAX_FORMATTED_LINE = 8192
+MAX_LINK = 4096  # a bracketed link longer than this is not a link
 
 BOLD: Tag = ("b", "")
 ITALIC: Tag = ("i", "")
@@ -48,11 +54,6 @@ _LINK = re.compile(
 _HTTP_URL = re.compile(r"https?://[^\s<>\x00-\x1f\x7f]+", re.IGNORECASE)
 _LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]{1,32}")
 _ESCAPABLE = frozenset("\\`*_{}[]()#+-.!~>|<&")
-
-
-def utf16_len(text: str) -> int:
-    """Telegram counts message length in UTF-16 code units."""
-    return len(text.encode("utf-16-le")) // 2
 
 
 def escape(text: str) -> str:
@@ -111,6 +112,8 @@ def _fenced_block(lines: list[str], index: int, fence: re.Match[str], out: list[
 
 
 def _line(line: str, outer: tuple[Tag, ...]) -> list[Piece]:
+    if len(line) > MAX_FORMATTED_LINE:
+        return [(line, outer)]
     heading = _HEADING.match(line)
     if heading:
         return _inline(heading.group(1), (*outer, BOLD))
@@ -124,21 +127,54 @@ def _is_word(char: str) -> bool:
     return char.isalnum()
 
 
-def _closing(text: str, marker: str, start: int) -> int:
-    """Index of the marker closing a span opened just before ``start`` (-1: none)."""
-    position = start
-    while True:
-        found = text.find(marker, position)
-        if found == -1:
-            return -1
-        if found > start and not text[found - 1].isspace():
-            return found
-        position = found + 1
+_TICKS = re.compile(r"`+")
+
+
+class _Closers:
+    """Where each span marker may close in one line of text, found in one pass per marker, so
+    every opener finds its closer by bisection (linear in the line, whatever it holds)."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._positions: dict[str, list[int]] = {}
+        self._last_ticks: dict[str, int] = {}
+
+    def _candidates(self, marker: str) -> list[int]:
+        found = self._positions.get(marker)
+        if found is None:
+            text, found = self._text, []
+            position = text.find(marker, 1)
+            while position != -1:
+                after = text[position + 1 : position + 2]
+                before = text[position - 1]
+                if not before.isspace() and (
+                    marker != "_" or not (before == "_" or after == "_" or _is_word(after or " "))
+                ):
+                    found.append(position)
+                position = text.find(marker, position + 1)
+            self._positions[marker] = found
+        return found
+
+    def closing(self, marker: str, start: int) -> int:
+        """Index of the marker closing a span opened just before ``start`` (-1: none): after a
+        non-space; for ``_`` also neither next to another ``_`` nor before a word character."""
+        candidates = self._candidates(marker)
+        index = bisect.bisect_right(candidates, start)
+        return candidates[index] if index < len(candidates) else -1
+
+    def ticks(self, ticks: str, start: int) -> int:
+        """Where the run ``ticks`` occurs again at or after ``start`` (-1: never)."""
+        last = self._last_ticks.get(ticks)
+        if last is None:
+            last = self._last_ticks[ticks] = self._text.rfind(ticks)
+        return self._text.find(ticks, start) if last >= start else -1
 
 
 def _inline(text: str, tags: tuple[Tag, ...]) -> list[Piece]:
     out: list[Piece] = []
     buffer: list[str] = []
+    closers = _Closers(text)
+    in_link = any(name == "a" for name, _ in tags)
 
     def flush() -> None:
         if buffer:
@@ -153,15 +189,17 @@ def _inline(text: str, tags: tuple[Tag, ...]) -> list[Piece]:
             i += 2
             continue
         if char == "`":
-            rest = text[i:]
-            ticks = rest[: len(rest) - len(rest.lstrip("`"))]
-            end = text.find(ticks, i + len(ticks))
+            run = _TICKS.match(text, i)
+            assert run is not None
+            ticks = run.group()
+            end = closers.ticks(ticks, i + len(ticks))
             if end > i + len(ticks):
                 code = text[i + len(ticks) : end]
                 if len(code) > 2 and code[0] == " " and code[-1] == " ":
                     code = code[1:-1]
                 flush()
-                out.append((code, (*tags, CODE)))
+                # Telegram forbids <code> inside <a>: in a link label it is plain link text.
+                out.append((code, tags if in_link else (*tags, CODE)))
                 i = end + len(ticks)
             else:
                 buffer.append(ticks)
@@ -169,13 +207,13 @@ def _inline(text: str, tags: tuple[Tag, ...]) -> list[Piece]:
             continue
         link_start = i + 1 if char == "!" and text.startswith("[", i + 1) else i
         if text.startswith("[", link_start):
-            match = _LINK.match(text, link_start)
+            match = _LINK.match(text, link_start, min(n, link_start + MAX_LINK))
             if match:
                 flush()
                 out.extend(_link(match.group(1), match.group(2), tags))
                 i = match.end()
                 continue
-        span = _span(text, i, tags)
+        span = _span(text, i, tags, closers)
         if span is not None:
             pieces, i = span
             flush()
@@ -187,28 +225,29 @@ def _inline(text: str, tags: tuple[Tag, ...]) -> list[Piece]:
     return out
 
 
-def _span(text: str, i: int, tags: tuple[Tag, ...]) -> tuple[list[Piece], int] | None:
-    """A ``**bold**``, ``~~strike~~`` or ``_italic_`` span starting at ``i``, and where it ends."""
+def _span(
+    text: str, i: int, tags: tuple[Tag, ...], closers: _Closers
+) -> tuple[list[Piece], int] | None:
+    """A ``**bold**``, ``~~strike~~`` or ``_italic_`` span starting at ``i``, and where it ends.
+    A span inside the same formatting (``# **Title**``: a heading is bold already) only loses
+    its markers."""
     for marker, tag in (("**", BOLD), ("~~", STRIKE)):
         if text.startswith(marker, i):
             start = i + len(marker)
-            if start < len(text) and not text[start].isspace() and tag not in tags:
-                end = _closing(text, marker, start)
+            if start < len(text) and not text[start].isspace():
+                end = closers.closing(marker, start)
                 if end != -1:
-                    return _inline(text[start:end], (*tags, tag)), end + len(marker)
+                    inner = tags if tag in tags else (*tags, tag)
+                    return _inline(text[start:end], inner), end + len(marker)
             return None
-    if text[i] == "_" and (i == 0 or not _is_word(text[i - 1])) and ITALIC not in tags:
+    if text[i] == "_" and (i == 0 or not _is_word(text[i - 1])):
         start = i + 1
         if start < len(text) and not text[start].isspace() and text[start] != "_":
-            position = start
-            while True:
-                end = _closing(text, "_", position)
-                if end == -1:
-                    return None
-                after = text[end + 1] if end + 1 < len(text) else ""
-                if not _is_word(after) and after != "_":
-                    return _inline(text[start:end], (*tags, ITALIC)), end + 1
-                position = end + 1
+            end = closers.closing("_", start)
+            if end == -1:
+                return None
+            inner = tags if ITALIC in tags else (*tags, ITALIC)
+            return _inline(text[start:end], inner), end + 1
     return None
 
 
@@ -258,42 +297,78 @@ def render(pieces: list[Piece]) -> str:
     return "".join(out)
 
 
-def to_telegram_html(markdown: str) -> str:
-    """The whole reply as one Telegram HTML string (no length limit applied)."""
-    return render(parse(markdown))
-
-
 # -- chunking -------------------------------------------------------------------------------------
 
 
-def _slice(pieces: list[Piece], start: int, end: int) -> list[Piece]:
-    """The pieces covering visible characters ``start:end``."""
+def _slice(pieces: list[Piece], offsets: list[int], start: int, end: int) -> list[Piece]:
+    """The pieces covering visible characters ``start:end`` (``offsets``: where each begins)."""
     out: list[Piece] = []
-    position = 0
-    for text, tags in pieces:
-        following = position + len(text)
-        if following > start and position < end:
+    index = max(0, bisect.bisect_right(offsets, start) - 1)
+    while index < len(pieces) and offsets[index] < end:
+        text, tags = pieces[index]
+        position = offsets[index]
+        if position + len(text) > start:
             out.append((text[max(0, start - position) : end - position], tags))
-        position = following
-        if position >= end:
-            break
+        index += 1
     return out
+
+
+_ZWJ = "\u200d"
+
+
+def _regional(char: str) -> bool:
+    return "\U0001f1e6" <= char <= "\U0001f1ff"
+
+
+def _extends(char: str) -> bool:
+    """A character that belongs to the one before it (combining mark, variation selector, skin
+    tone, emoji tag)."""
+    return (
+        unicodedata.combining(char) != 0
+        or "\ufe00" <= char <= "\ufe0f"
+        or "\U0001f3fb" <= char <= "\U0001f3ff"
+        or "\U000e0020" <= char <= "\U000e007f"
+        or unicodedata.category(char) in {"Mn", "Me", "Mc"}
+    )
+
+
+def _breakable(text: str, index: int) -> bool:
+    """Whether a cut before ``text[index]`` leaves every emoji and accented letter whole: never
+    next to a zero-width joiner, before a combining character or inside a flag's pair."""
+    before, after = text[index - 1], text[index]
+    if before == _ZWJ or after == _ZWJ or _extends(after):
+        return False
+    if _regional(before) and _regional(after):
+        run = 0
+        while index - run - 1 >= 0 and _regional(text[index - run - 1]):
+            run += 1
+        return run % 2 == 0
+    return True
 
 
 def _cut(text: str, start: int, end: int) -> int:
     """Where to end a chunk that must stop by ``end``: after a paragraph, a line or a word in its
-    second half when there is one, else at ``end``."""
+    second half when there is one, else at the last boundary before ``end`` that splits no
+    character cluster (an emoji sequence, a flag, a letter and its accents)."""
     floor = start + (end - start) // 2
     for separator in ("\n\n", "\n", " "):
         found = text.rfind(separator, floor, end)
         if found != -1:
             return found + len(separator)
-    return end
+    cut = end
+    while cut > floor and not _breakable(text, cut):
+        cut -= 1
+    return cut if cut > floor else end
 
 
 def split_pieces(pieces: list[Piece], limit: int = TELEGRAM_LIMIT) -> Iterator[list[Piece]]:
     """Pieces in chunks whose visible text is at most ``limit`` UTF-16 units, never empty."""
     text = "".join(p[0] for p in pieces)
+    offsets: list[int] = []
+    position = 0
+    for piece_text, _ in pieces:
+        offsets.append(position)
+        position += len(piece_text)
     start, n = 0, len(text)
     while start < n:
         while start < n and text[start] == "\n":
@@ -309,15 +384,10 @@ def split_pieces(pieces: list[Piece], limit: int = TELEGRAM_LIMIT) -> Iterator[l
             end += 1
         cut = n if end >= n else _cut(text, start, end)
         if text[start:cut].strip():
-            yield _slice(pieces, start, cut)
+            yield _slice(pieces, offsets, start, cut)
         start = cut
 
 
 def html_chunks(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
     """The reply as Telegram HTML messages, each within ``limit`` after entity parsing."""
     return [render(chunk) for chunk in split_pieces(parse(markdown), limit)]
-
-
-def plain_chunks(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
-    """Unformatted text in chunks of at most ``limit`` UTF-16 units (sent without parse_mode)."""
-    return ["".join(p[0] for p in chunk) for chunk in split_pieces([(text, ())], limit)]

@@ -7,9 +7,15 @@ from __future__ import annotations
 import random
 
 import pytest
-from iris_telegram.markup import html_chunks, plain_chunks, to_telegram_html
+from iris_telegram import markup
+from iris_telegram.markup import html_chunks, parse, render
 
 from iris_runtime.testing.fake_telegram import MESSAGE_LIMIT, parse_html, utf16_len
+
+
+def to_telegram_html(markdown: str) -> str:
+    """The whole reply as one HTML string (the sender's path, without the length limit)."""
+    return render(parse(markdown))
 
 
 @pytest.mark.parametrize(
@@ -47,6 +53,11 @@ from iris_runtime.testing.fake_telegram import MESSAGE_LIMIT, parse_html, utf16_
         (r"\*not italic\* and \_x\_", "*not italic* and _x_"),
         ("**unclosed bold and _unclosed italic", "**unclosed bold and _unclosed italic"),
         ("a & b < c > d", "a &amp; b &lt; c &gt; d"),
+        ("# **Title**", "<b>Title</b>"),
+        ("[`code`](https://e.com)", '<a href="https://e.com">code</a>'),
+        ("[see `x` here](https://e.com)", '<a href="https://e.com">see x here</a>'),
+        ("_a_b_ and _c_", "<i>a_b</i> and <i>c</i>"),
+        ("x _a_ _b", "x <i>a</i> _b"),
     ],
 )  # fmt: skip
 def test_conversion(markdown: str, html: str) -> None:
@@ -172,6 +183,42 @@ def test_an_unbreakable_run_is_cut_hard() -> None:
     assert [len(t) for t in texts] == [4096, 4096, 808]
 
 
-def test_plain_chunks() -> None:
-    assert plain_chunks("a <b> c") == ["a <b> c"]
-    assert [len(c) for c in plain_chunks("z" * 5000, 1000)] == [1000] * 5
+def test_a_cut_never_splits_an_emoji_sequence_or_a_flag() -> None:
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # one glyph, five code points
+    for reply in ("x" + "\U0001f1e9\U0001f1ea" * 3000, family * 1000, "e\u0301" * 5000):
+        texts = _visible(html_chunks(reply))
+        assert len(texts) > 1
+        assert "".join(texts) == reply
+        for text in texts:
+            assert not text.startswith(("\u200d", "\u0301")) and not text.endswith("\u200d")
+        if "\U0001f1e9" in reply:  # every chunk after the first starts a flag
+            assert all(t.startswith("\U0001f1e9") for t in texts[1:])
+
+
+def test_a_very_long_line_is_shown_as_typed() -> None:
+    line = "**b** _i_ " * (markup.MAX_FORMATTED_LINE // 10 + 1)
+    texts = _visible(html_chunks(line))
+    assert "".join(texts).replace(" ", "") == line.replace(" ", "")
+    assert html_chunks("**b** _i_") == ["<b>b</b> <i>i</i>"]
+
+
+class _CountingStr(str):
+    """Counts the characters ``find`` scans over one line."""
+
+    scanned = 0
+
+    def find(self, sub: str, start: int | None = None, end: int | None = None) -> int:  # type: ignore[override]
+        found = super().find(sub, start, end)
+        begin = start or 0
+        type(self).scanned += (found if found != -1 else len(self)) - begin
+        return found
+
+
+@pytest.mark.parametrize("unit", ["_a ", "**a ", "~~a ", '{"_id":1,', "`x "])
+def test_span_matching_scans_each_line_a_bounded_number_of_times(unit: str) -> None:
+    # Openers without a closer used to rescan the rest of the line each (quadratic: 110 s for
+    # 100 KB); the closers are now found in one pass per marker.
+    text = _CountingStr(unit * 2000)
+    _CountingStr.scanned = 0
+    markup._inline(text, ())
+    assert _CountingStr.scanned <= 4 * len(text)
