@@ -8,7 +8,10 @@ after the restart.
 Failures are told apart, each explained once per episode and retried with backoff:
 
 - 409 Conflict: another process polls with the same token (or a webhook is set). Logged once as
-  an error naming the cause, then polling backs off; it must never look like a quiet bot.
+  an error naming the cause, then polling backs off; it must never look like a quiet bot. Two
+  pollers take turns (each poll ends the other's), so a poll that works between two conflicts
+  does not end the episode: it ends only after a quiet period (twice the longer of the backoff
+  cap and the poll timeout) without a 409, and the backoff keeps growing until then.
 - 401 Unauthorized: Telegram does not know the token.
 - anything else (network, 5xx, 429): a warning, then backoff.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +35,10 @@ from iris_telegram.api import (
 from iris_telegram.offsets import OffsetStore
 
 log = logging.getLogger(__name__)
+
+MAX_RETRY_AFTER = (
+    300.0  # seconds: a longer retry_after from Telegram is capped (as the client does)
+)
 
 CONFLICT_EXPLAINED = (
     "Telegram answered getUpdates with 409 Conflict (%s): another process is polling Telegram "
@@ -70,6 +78,9 @@ class Poller:
         self._thread: threading.Thread | None = None
         self._failures = 0
         self._problem: str | None = None  # the episode being explained: conflict/auth/network
+        self._last_conflict = 0.0  # monotonic time of the latest 409
+        # A conflict episode ends after this long without a 409 (see the module's docstring).
+        self.conflict_quiet = 2.0 * max(api.retry.cap, float(poll_timeout))
         self._offset: int | None = None
         self._offset_loaded = False
         self.polls = 0
@@ -109,7 +120,7 @@ class Poller:
                 if not self._back_off(exc):
                     return False
                 continue
-            self._recovered()
+            self._recovered(polled=False)
             self._on_identity(me if isinstance(me, dict) else {})
             return True
         return False
@@ -178,6 +189,7 @@ class Poller:
         self._failures += 1
         if isinstance(exc, TelegramConflict):
             kind = "conflict"
+            self._last_conflict = time.monotonic()
             explained = WEBHOOK_EXPLAINED if "webhook" in exc.description.lower() else None
             if self._problem != kind:
                 log.error(explained or CONFLICT_EXPLAINED, exc.description)
@@ -197,13 +209,19 @@ class Poller:
             log.debug("Telegram %s failed again: %s", exc.method, exc.description)
         self._problem = kind
         delay = (
-            exc.retry_after
+            min(max(exc.retry_after, 0.0), MAX_RETRY_AFTER)
             if exc.retry_after is not None
             else self._api.retry.delay(self._failures)
         )
         return not self._stopping.wait(delay)
 
-    def _recovered(self) -> None:
+    def _recovered(self, *, polled: bool = True) -> None:
+        """A call worked. A conflict episode ends only once a poll works after a quiet period
+        (``getMe`` cannot conflict, so it proves nothing); any other episode ends now."""
+        if self._problem == "conflict" and (
+            not polled or time.monotonic() - self._last_conflict < self.conflict_quiet
+        ):
+            return
         if self._problem is not None:
             log.info("Telegram polling works again (after %d failed attempts)", self._failures)
         self._problem = None

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from iris_telegram.api import BotApi, RetryPolicy
 from iris_telegram.offsets import OffsetStore
 from iris_telegram.poller import Poller
@@ -159,3 +161,31 @@ def test_failures_are_explained_once_per_episode(
     assert "another process is polling Telegram with this same bot token" in errors[0]
     assert len(warnings) == 1 and "polling retries with backoff" in warnings[0]
     assert "Telegram polling works again" in caplog.text
+
+
+def test_a_competing_poller_is_one_episode_with_one_error(
+    fake_telegram: FakeTelegram, run_poller: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process polling with the same token takes turns with this one (each poll ends the
+    other's): the polls that work in between must not end the episode and log it again."""
+    caplog.set_level(logging.INFO)
+    poller, _ = run_poller(lambda u: None)
+    fake_telegram.wait_for(lambda f: poller.polls > 0, "the first poll")
+    url = f"{fake_telegram.api_url}/bot{fake_telegram.token}/getUpdates"
+    conflicts_before = len(fake_telegram.calls_of("getUpdates"))
+    deadline = time.monotonic() + 6.0
+    with requests.Session() as other:
+        while time.monotonic() < deadline:
+            answer = other.post(url, json={"timeout": 1}, timeout=10)
+            # Like a poller backing off: long enough for a poll of ours to work in between.
+            time.sleep(1.3 if answer.status_code == 409 else 0.05)
+    assert len(fake_telegram.calls_of("getUpdates")) - conflicts_before >= 6
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and CONFLICT_OTHER_POLLER in errors[0]
+    assert "Telegram polling works again" not in caplog.text
+    fake_telegram.wait_for(
+        lambda f: "Telegram polling works again" in caplog.text,
+        "the episode to end after a quiet period",
+        timeout=poller.conflict_quiet + 10,
+    )
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1
