@@ -17,10 +17,10 @@ import queue
 import random
 import threading
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
 
@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 10.0
 CALL_TIMEOUT = 60.0
 IDLE_SESSIONS = 8  # HTTP sessions (keep-alive connections) kept for reuse between calls
+MAX_RETRY_AFTER = 300.0  # seconds: a longer retry_after is capped
+
+T = TypeVar("T")
 
 
 class TelegramError(IrisError):
@@ -144,16 +147,21 @@ class BotApi:
         method: str,
         params: dict[str, Any] | None = None,
         *,
-        files: dict[str, tuple[str, bytes, str]] | None = None,
+        files: dict[str, tuple[str, Path, str]] | None = None,
         timeout: float = CALL_TIMEOUT,
         retry: bool = True,
     ) -> Any:
         """The method's ``result``; raises :class:`TelegramError` (after retrying transient
-        failures when ``retry``)."""
+        failures when ``retry``). ``files`` are (name, path, MIME type), streamed from disk."""
+        return self._retrying(
+            method, lambda: self._call_once(method, params or {}, files, timeout), retry=retry
+        )
+
+    def _retrying(self, method: str, attempt: Callable[[], T], *, retry: bool = True) -> T:
         failures = 0
         while True:
             try:
-                return self._call_once(method, params or {}, files, timeout)
+                return attempt()
             except TelegramError as exc:
                 if isinstance(exc, TelegramConflict | TelegramUnauthorized):
                     raise
@@ -161,7 +169,7 @@ class BotApi:
                     raise
                 failures += 1
                 delay = (
-                    min(max(exc.retry_after, 0.0), 300.0)
+                    min(max(exc.retry_after, 0.0), MAX_RETRY_AFTER)
                     if exc.retry_after is not None
                     else self.retry.delay(failures)
                 )
@@ -173,32 +181,50 @@ class BotApi:
                     failures + 1,
                     self.retry.attempts,
                 )
-                if self._stopping.wait(delay):
-                    raise TelegramStopped(method, "stopped while waiting to retry") from None
+            # Outside the except block: the error raised here carries no context.
+            if self._stopping.wait(delay):
+                raise TelegramStopped(method, "stopped while waiting to retry")
+
+    def _url(self, path: str) -> str:
+        return f"{self._base}/{path}"
+
+    def _post(
+        self,
+        method: str,
+        params: dict[str, Any],
+        files: dict[str, tuple[str, Path, str]] | None,
+        timeout: float,
+    ) -> requests.Response | str:
+        """The answer, or a redacted reason when the request failed. The URL (it holds the
+        token) lives only in this frame, which is gone before anything is raised."""
+        url = self._url(f"bot{self._token}/{method}")
+        try:
+            with self._session() as session, contextlib.ExitStack() as stack:
+                if files:
+                    data = {k: _form_value(v) for k, v in params.items() if v is not None}
+                    uploads = {
+                        field: (name, stack.enter_context(path.open("rb")), mime)
+                        for field, (name, path, mime) in files.items()
+                    }
+                    return session.post(
+                        url, data=data, files=uploads, timeout=(CONNECT_TIMEOUT, timeout)
+                    )
+                return session.post(url, json=params, timeout=(CONNECT_TIMEOUT, timeout))
+        except requests.RequestException as exc:
+            return redact(f"{type(exc).__name__}: {exc}", self._token)
 
     def _call_once(
         self,
         method: str,
         params: dict[str, Any],
-        files: dict[str, tuple[str, bytes, str]] | None,
+        files: dict[str, tuple[str, Path, str]] | None,
         timeout: float,
     ) -> Any:
-        url = f"{self._base}/bot{self._token}/{method}"
-        try:
-            with self._session() as session:
-                if files:
-                    data = {k: _form_value(v) for k, v in params.items() if v is not None}
-                    response = session.post(
-                        url, data=data, files=files, timeout=(CONNECT_TIMEOUT, timeout)
-                    )
-                else:
-                    response = session.post(url, json=params, timeout=(CONNECT_TIMEOUT, timeout))
-        except requests.RequestException as exc:
-            # The exception's text holds the URL, hence the token: keep only a redacted summary,
-            # and drop the chain so no traceback shows the original.
-            reason = redact(f"{type(exc).__name__}: {exc}", self._token)
-            raise TelegramError(method, f"network error: {reason}") from None
-        return self._result(method, response)
+        answer = self._post(method, params, files, timeout)
+        if isinstance(answer, str):
+            # Raised here, with no exception chain and no URL anywhere in this frame.
+            raise TelegramError(method, f"network error: {answer}")
+        return self._result(method, answer)
 
     def _result(self, method: str, response: requests.Response) -> Any:
         try:
@@ -229,44 +255,46 @@ class BotApi:
 
     def download(self, file_path: str, destination: Path, max_bytes: int) -> int:
         """Fetch a file ``getFile`` named into ``destination`` (written whole or not at all);
-        returns its size. Network errors are retried like calls."""
-        failures = 0
-        while True:
-            try:
-                return self._download_once(file_path, destination, max_bytes)
-            except TelegramError as exc:
-                if not exc.transient or failures + 1 >= self.retry.attempts:
-                    raise
-                failures += 1
-                if self._stopping.wait(self.retry.delay(failures)):
-                    raise TelegramStopped("download", "stopped while waiting to retry") from None
+        returns its size. Transient failures are retried like calls."""
+        return self._retrying(
+            "download", lambda: self._download_once(file_path, destination, max_bytes)
+        )
 
-    def _download_once(self, file_path: str, destination: Path, max_bytes: int) -> int:
+    def _fetch(self, file_path: str, partial: Path, max_bytes: int) -> int | str:
+        """The size written to ``partial``, or a redacted reason when the request failed."""
         quoted = urllib.parse.quote(file_path, safe="/")
-        url = f"{self._base}/file/bot{self._token}/{quoted}"
-        partial = destination.with_name(f".{destination.name}.part")
+        url = self._url(f"file/bot{self._token}/{quoted}")
         try:
             with (
                 self._session() as session,
                 session.get(url, stream=True, timeout=(CONNECT_TIMEOUT, 120)) as response,
             ):
                 if response.status_code != 200:
-                    code = response.status_code
-                    raise TelegramError("download", f"HTTP {code}", error_code=code)
+                    return -response.status_code
                 size = 0
                 with partial.open("wb") as out:
                     for block in response.iter_content(64 * 1024):
                         size += len(block)
                         if size > max_bytes:
-                            raise TelegramError(
-                                "download", f"the file is larger than {max_bytes} bytes",
-                                error_code=413,
-                            )  # fmt: skip
+                            return -413
                         out.write(block)
-            partial.replace(destination)
-            return size
+                return size
         except requests.RequestException as exc:
-            reason = redact(f"{type(exc).__name__}: {exc}", self._token)
-            raise TelegramError("download", f"network error: {reason}") from None
+            return redact(f"{type(exc).__name__}: {exc}", self._token)
+
+    def _download_once(self, file_path: str, destination: Path, max_bytes: int) -> int:
+        partial = destination.with_name(f".{destination.name}.part")
+        try:
+            result = self._fetch(file_path, partial, max_bytes)
+            if isinstance(result, str):
+                raise TelegramError("download", f"network error: {result}")
+            if result == -413:
+                raise TelegramError(
+                    "download", f"the file is larger than {max_bytes} bytes", error_code=413
+                )
+            if result < 0:
+                raise TelegramError("download", f"HTTP {-result}", error_code=-result)
+            partial.replace(destination)
+            return result
         finally:
             partial.unlink(missing_ok=True)

@@ -131,13 +131,48 @@ def test_the_token_never_leaves_in_errors_or_logs(
         assert "network error" in caught.value.description
         for text in (str(caught.value), repr(caught.value), repr(api), repr(dead)):
             assert fake_telegram.token not in text
-        assert caught.value.__cause__ is None and caught.value.__suppress_context__
+        assert caught.value.__cause__ is None and caught.value.__context__ is None
         logged = "\n".join(r.getMessage() for r in caplog.records)
         assert "/bot" in logged, "urllib3's debug lines were captured"
         assert fake_telegram.token not in logged
         assert fake_telegram.token.split(":")[1] not in logged
     finally:
         redaction.uninstall()
+
+
+def _reachable_text(exc: BaseException) -> str:
+    """Everything an exception keeps alive: its chain, its attributes, its frames' locals."""
+    seen: list[str] = []
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None:
+            continue
+        seen.append(repr(current))
+        seen.extend(repr(v) for v in vars(current).values())
+        pending += [current.__context__, current.__cause__]
+        trace = current.__traceback__
+        while trace is not None:
+            if trace.tb_frame.f_code.co_filename != __file__:  # not this test's own frames
+                seen.extend(repr(v) for v in trace.tb_frame.f_locals.values())
+            trace = trace.tb_next
+    return "\n".join(seen)
+
+
+def test_the_token_is_not_reachable_from_errors(
+    fake_telegram: FakeTelegram, tmp_path: Path
+) -> None:
+    dead = BotApi(fake_telegram.token, "http://127.0.0.1:9", retry=FAST)
+    secret = fake_telegram.token.split(":")[1]
+    for attempt in (
+        lambda: dead.call("getMe", retry=False),
+        lambda: dead.call("getMe"),
+        lambda: dead.download("documents/x.bin", tmp_path / "x.bin", 1000),
+    ):
+        with pytest.raises(TelegramError) as caught:
+            attempt()
+        assert caught.value.__context__ is None
+        assert secret not in _reachable_text(caught.value)
 
 
 def test_downloads(api: BotApi, fake_telegram: FakeTelegram, tmp_path: Path) -> None:
