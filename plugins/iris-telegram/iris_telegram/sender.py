@@ -80,22 +80,28 @@ class ChatSender:
     # -- whole replies --------------------------------------------------------------------------
 
     def deliver(
-        self, target: Target, markdown: str, *, placeholder: int | None = None
+        self,
+        target: Target,
+        markdown: str,
+        *,
+        placeholder: int | None = None,
+        retry: bool = True,
     ) -> list[int]:
         """Post a reply: the first chunk replaces ``placeholder`` (when given), the rest follow
-        as new messages in the same chat and topic. Returns the message ids used."""
+        as new messages in the same chat and topic. Returns the message ids used (none when the
+        reply renders to nothing). ``retry=False``: one attempt per call (cosmetic messages)."""
         ids: list[int] = []
         for chunk in split_pieces(parse(markdown), TELEGRAM_LIMIT):
-            if placeholder is not None and not ids:
-                ids.extend(self._edit_pieces(target, placeholder, chunk, TELEGRAM_LIMIT))
-            else:
-                ids.extend(self._send_pieces(target, chunk, TELEGRAM_LIMIT, reply=not ids))
+            edit = placeholder if not ids else None
+            ids.extend(self._post_pieces(target, chunk, TELEGRAM_LIMIT, edit, not ids, retry))
         return ids
 
-    def send_html(self, target: Target, html: str, *, reply: bool = True) -> int:
+    def send_html(
+        self, target: Target, html: str, *, reply: bool = True, retry: bool = True
+    ) -> int:
         """One message whose HTML the caller built (a placeholder, a notice)."""
         params = {**target.params(reply=reply), "text": html, "parse_mode": "HTML"}
-        return self._message_id(self.api.call("sendMessage", params))
+        return self._message_id("sendMessage", self.api.call("sendMessage", params, retry=retry))
 
     # -- edits ----------------------------------------------------------------------------------
 
@@ -108,13 +114,28 @@ class ChatSender:
         self._edit(target, message_id, html, retry=False)
         return 0.0
 
-    def _edit(self, target: Target, message_id: int, html: str, *, retry: bool = True) -> None:
-        params = {
-            "chat_id": target.chat_id,
-            "message_id": message_id,
-            "text": html,
-            "parse_mode": "HTML",
-        }
+    def edit(
+        self, target: Target, message_id: int, text: str, *, html: bool = True, retry: bool = True
+    ) -> None:
+        """Edit a message, waiting for the chat's edit slot."""
+        if not self.throttle.wait_and_reserve(str(target.chat_id)):
+            raise TelegramError("editMessageText", "stopped while waiting for the edit slot")
+        self._edit(target, message_id, text, html=html, retry=retry)
+
+    def _edit(
+        self,
+        target: Target,
+        message_id: int,
+        text: str,
+        *,
+        retry: bool = True,
+        html: bool = True,
+    ) -> None:
+        """The edit itself; the caller holds the chat's edit slot, released here."""
+        params: dict[str, Any] = {"chat_id": target.chat_id, "message_id": message_id}
+        params["text"] = text
+        if html:
+            params["parse_mode"] = "HTML"
         try:
             self.api.call("editMessageText", params, retry=retry)
         except TelegramError as exc:
@@ -123,53 +144,51 @@ class ChatSender:
         finally:
             self.throttle.done(str(target.chat_id))
 
-    def _edit_pieces(
-        self, target: Target, message_id: int, pieces: list[Piece], limit: int
-    ) -> list[int]:
-        if not self.throttle.wait_and_reserve(str(target.chat_id)):
-            raise TelegramError("editMessageText", "stopped while waiting for the edit slot")
-        try:
-            self._edit(target, message_id, render(pieces))
-            return [message_id]
-        except TelegramError as exc:
-            if _gone(exc):  # deleted meanwhile: post the reply instead
-                return self._send_pieces(target, pieces, limit, reply=True)
-            if _too_long(exc) and limit > MIN_CHUNK:
-                smaller = max(MIN_CHUNK, limit // 2)
-                parts = list(split_pieces(pieces, smaller))
-                ids = self._edit_pieces(target, message_id, parts[0], smaller)
-                for part in parts[1:]:
-                    ids.extend(self._send_pieces(target, part, smaller, reply=False))
-                return ids
-            if _unparsable(exc):
-                log.error("Telegram could not parse a reply chunk (%s); sent as plain text", exc)
-                plain = "".join(p[0] for p in pieces)
-                self.api.call(
-                    "editMessageText",
-                    {"chat_id": target.chat_id, "message_id": message_id, "text": plain},
-                )
-                return [message_id]
-            raise
+    # -- one chunk, with the backstops ------------------------------------------------------------
 
-    # -- new messages ---------------------------------------------------------------------------
-
-    def _send_pieces(
-        self, target: Target, pieces: list[Piece], limit: int, *, reply: bool
+    def _post_pieces(
+        self,
+        target: Target,
+        pieces: list[Piece],
+        limit: int,
+        edit: int | None,
+        reply: bool,
+        retry: bool,
     ) -> list[int]:
+        """One chunk: an edit of ``edit`` (when given) or a new message. A message gone
+        meanwhile is replaced by a new one; "too long" re-splits at half the size; "can't parse"
+        sends the text without formatting."""
         try:
-            return [self.send_html(target, render(pieces), reply=reply)]
+            if edit is not None:
+                self.edit(target, edit, render(pieces), retry=retry)
+                return [edit]
+            return [self.send_html(target, render(pieces), reply=reply, retry=retry)]
         except TelegramError as exc:
+            if edit is not None and _gone(exc):  # deleted meanwhile: post the reply instead
+                return self._post_pieces(target, pieces, limit, None, True, retry)
             if _too_long(exc) and limit > MIN_CHUNK:
                 smaller = max(MIN_CHUNK, limit // 2)
                 ids: list[int] = []
                 for part in split_pieces(pieces, smaller):
-                    ids.extend(self._send_pieces(target, part, smaller, reply=reply and not ids))
+                    first = not ids
+                    ids.extend(
+                        self._post_pieces(
+                            target, part, smaller, edit if first else None, reply and first, retry
+                        )
+                    )
                 return ids
             if _unparsable(exc):
                 log.error("Telegram could not parse a reply chunk (%s); sent as plain text", exc)
-                params = {**target.params(reply=reply), "text": "".join(p[0] for p in pieces)}
-                return [self._message_id(self.api.call("sendMessage", params))]
+                plain = "".join(p[0] for p in pieces)
+                if edit is not None:
+                    self.edit(target, edit, plain, html=False, retry=retry)
+                    return [edit]
+                params = {**target.params(reply=reply), "text": plain}
+                result = self.api.call("sendMessage", params, retry=retry)
+                return [self._message_id("sendMessage", result)]
             raise
+
+    # -- other calls ----------------------------------------------------------------------------
 
     def delete(self, target: Target, message_id: int) -> None:
         """Best effort: a placeholder that cannot be deleted is only cosmetic."""
@@ -186,6 +205,7 @@ class ChatSender:
             log.debug("typing indicator failed in chat %s: %s", target.chat_id, exc)
 
     def send_document(self, target: Target, path: Path, title: str | None) -> int:
+        """Upload a file, streamed from disk (never read into memory whole)."""
         size = path.stat().st_size
         if size > MAX_UPLOAD_BYTES:
             raise InvalidInput(f"{path.name} is larger than Telegram's 50 MB upload limit")
@@ -196,11 +216,12 @@ class ChatSender:
             if chunks:
                 params["caption"] = escape("".join(p[0] for p in chunks[0]))
                 params["parse_mode"] = "HTML"
-        files = {"document": (path.name, path.read_bytes(), mime)}
-        return self._message_id(self.api.call("sendDocument", params, files=files))
+        files = {"document": (path.name, path, mime)}
+        result = self.api.call("sendDocument", params, files=files)
+        return self._message_id("sendDocument", result)
 
     @staticmethod
-    def _message_id(result: Any) -> int:
+    def _message_id(method: str, result: Any) -> int:
         if isinstance(result, dict) and isinstance(result.get("message_id"), int):
             return int(result["message_id"])
-        raise TelegramError("sendMessage", "the answer carried no message_id")
+        raise TelegramError(method, "the answer carried no message_id")
