@@ -18,6 +18,23 @@ from iris_runtime.errors import ConfigError
 TOKEN_VARIABLE = "TELEGRAM_BOT_TOKEN"  # noqa: S105 (a variable name)
 DEFAULT_API_URL = "https://api.telegram.org"
 _TOKEN_SHAPE = re.compile(r"\d+:[A-Za-z0-9_-]+")
+_ID = re.compile(r"-?[0-9]{1,20}")
+ANYONE = "*"
+USERS_VARIABLE = "IRIS_TELEGRAM_ALLOWED_USERS"
+CHATS_VARIABLE = "IRIS_TELEGRAM_ALLOWED_CHATS"
+
+
+def _ids(env: Mapping[str, str], name: str) -> frozenset[str]:
+    """A comma-separated list of numeric Telegram ids, or ``*`` (anyone)."""
+    out: set[str] = set()
+    for item in env.get(name, "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if item != ANYONE and not _ID.fullmatch(item):
+            raise ConfigError(f"{name}: {item[:40]!r} is neither a numeric Telegram id nor *")
+        out.add(item)
+    return frozenset(out)
 
 
 def _token(env: Mapping[str, str]) -> str:
@@ -66,6 +83,18 @@ class TelegramConfig:
     retry_base: float = 0.5  # first backoff, seconds; doubles up to retry_cap
     retry_cap: float = 30.0
     max_file_bytes: int = 20 * 1024 * 1024  # the Bot API's own download limit
+    # Who may talk to the bot: user ids and chat ids ("*": anyone). Both empty: nobody.
+    allowed_users: frozenset[str] = frozenset()
+    allowed_chats: frozenset[str] = frozenset()
+
+    @property
+    def access_configured(self) -> bool:
+        return bool(self.allowed_users or self.allowed_chats)
+
+    def allows(self, user_id: str, chat_id: int) -> bool:
+        """A message is accepted when its sender or its chat is allowed."""
+        users, chats = self.allowed_users, self.allowed_chats
+        return ANYONE in users or user_id in users or ANYONE in chats or str(chat_id) in chats
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TelegramConfig | None:
@@ -93,4 +122,6 @@ class TelegramConfig:
             retry_attempts=int(_number(env, "IRIS_TELEGRAM_RETRIES", 8, 1)),
             retry_base=_number(env, "IRIS_TELEGRAM_RETRY_BASE_MS", 500, 1) / 1000,
             retry_cap=_number(env, "IRIS_TELEGRAM_RETRY_MAX_MS", 30_000, 1) / 1000,
+            allowed_users=_ids(env, USERS_VARIABLE),
+            allowed_chats=_ids(env, CHATS_VARIABLE),
         )

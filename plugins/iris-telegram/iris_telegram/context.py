@@ -1,8 +1,10 @@
 """Reply plumbing for one run in one Telegram chat (the engine's ``MessageContext``).
 
 A live message gets a "Thinking…" placeholder, anchored to it (and in its forum topic). Progress
-lines edit the placeholder, at most once per edit interval per chat: a line that arrives too soon
-waits, and only the latest waiting line is shown. When the run ends the placeholder is replaced
+lines edit the placeholder, at most once per edit interval per chat, on a timer thread (never on
+the run's thread: progress must not hold up the run): a line that arrives too soon waits, and
+only the latest waiting line is shown. The final reply waits for a progress edit in flight, so it
+is never overwritten by one. When the run ends the placeholder is replaced
 by the reply's first chunk and the other chunks follow; supplementary notes (failures) follow as
 replies to the user's message. A synthetic event (API, scheduled) has no placeholder: its reply,
 if any, is posted as new messages.
@@ -39,8 +41,8 @@ class TelegramContext:
         channel_name: str | None,
         channels: list[ChannelInfo],
         users: list[UserInfo],
-        was_stopped: Callable[[], bool],  # consumes the chat's "/stop was sent" mark
         placeholder: int | None = None,  # a "Queued…" message posted while it waited
+        on_finish: Callable[[TelegramContext], None] | None = None,
     ) -> None:
         self.transport_id = TRANSPORT_ID
         self.message = event
@@ -51,7 +53,9 @@ class TelegramContext:
         self._sender = sender
         self._target = target
         self._is_event = is_event
-        self._was_stopped = was_stopped
+        self._on_finish = on_finish
+        self._stop_requested = False  # /stop was sent for this run (not a later one)
+        self._edit_lock = threading.Lock()  # held while a progress edit is on the wire
         self._parts: list[str] = []
         self._notes: list[str] = []
         self._placeholder = placeholder
@@ -95,9 +99,13 @@ class TelegramContext:
             if self._is_event or self._finished or self._placeholder is None:
                 return
             self._pending_status = text
-            if self._timer is not None:
-                return  # an edit is already due: it will show the latest line
-        self._flush_status()
+            if self._timer is None:  # else an edit is already due: it will show the latest line
+                self._schedule(0.0)
+
+    def mark_stopped(self) -> None:
+        """/stop was sent while this run was running (a mark for this run only)."""
+        with self._lock:
+            self._stop_requested = True
 
     def delete_message(self) -> None:
         with self._lock:
@@ -128,25 +136,32 @@ class TelegramContext:
                 return
             self._placeholder = placeholder
 
-    def _flush_status(self, *, timer: bool = False) -> None:
-        with self._lock:
-            if timer:
+    def _schedule(self, delay: float) -> None:
+        # Called with self._lock held.
+        self._timer = threading.Timer(delay, self._flush_status)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _flush_status(self) -> None:
+        """On the timer's thread: show the latest status line, if the slot is free."""
+        with self._edit_lock:
+            with self._lock:
                 self._timer = None
-            text, placeholder = self._pending_status, self._placeholder
-            if self._finished or text is None or placeholder is None:
-                return
+                text, placeholder = self._pending_status, self._placeholder
+                if self._finished or text is None or placeholder is None:
+                    return
+                self._pending_status = None
             try:
                 wait = self._sender.try_edit(self._target, placeholder, f"<i>{escape(text)}</i>")
             except TelegramError as exc:
                 log.warning("could not show progress in %s: %s", self.message.channel, exc)
-                self._pending_status = None
                 return
-            if wait <= 0:
-                self._pending_status = None
-            elif self._timer is None:
-                self._timer = threading.Timer(wait, self._flush_status, kwargs={"timer": True})
-                self._timer.daemon = True
-                self._timer.start()
+        with self._lock:
+            if wait > 0:
+                if self._pending_status is None:
+                    self._pending_status = text
+                if self._timer is None and not self._finished:
+                    self._schedule(wait)
 
     def _finish(self) -> None:
         with self._lock:
@@ -159,9 +174,10 @@ class TelegramContext:
             text = "\n\n".join(self._parts).strip()
             notes = [n for n in self._notes if n.strip()]
             placeholder = self._placeholder
-        stopped = self._was_stopped()  # consumed even when unused, so it never leaks to a later run
+            stopped = self._stop_requested
         try:
-            self._deliver(text, notes, placeholder, stopped)
+            with self._edit_lock:  # a progress edit on the wire lands before the reply
+                self._deliver(text, notes, placeholder, stopped)
         except Exception as exc:
             # The reply is in the channel's log (the engine wrote it); say why it is not in the
             # chat, without the token (errors from the API client never carry it).
@@ -170,14 +186,18 @@ class TelegramContext:
                 self.message.channel,
                 exc if isinstance(exc, TelegramError) else f"{type(exc).__name__}: {exc}",
             )
+        finally:
+            if self._on_finish is not None:
+                self._on_finish(self)
 
     def _deliver(self, text: str, notes: list[str], placeholder: int | None, stopped: bool) -> None:
-        if text:
-            self._sender.deliver(self._target, text, placeholder=placeholder)
+        # A reply that renders to nothing (an empty code block, a lone "> ") posts no message:
+        # the placeholder is still there and gets the fallback below.
+        if text and self._sender.deliver(self._target, text, placeholder=placeholder):
             placeholder = None
         for note in notes:
-            self._sender.deliver(self._target, note, placeholder=placeholder)
-            placeholder = None
+            if self._sender.deliver(self._target, note, placeholder=placeholder):
+                placeholder = None
         if placeholder is not None:
             # Nothing to say and nothing dropped the placeholder: do not leave "Thinking…".
             final = STOPPED if stopped else NO_REPLY

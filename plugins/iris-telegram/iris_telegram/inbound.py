@@ -51,6 +51,7 @@ class Inbound:
     thread_id: int | None = None  # a forum topic
     command: str | None = None  # "stop" for /stop (addressed to us or to nobody in particular)
     files: tuple[RemoteFile, ...] = field(default_factory=tuple)
+    raw_text: str = ""  # the text or caption exactly as sent
 
     @property
     def channel(self) -> str:
@@ -139,8 +140,8 @@ def parse_message(update: dict[str, Any], bot_username: str | None) -> Inbound |
     chat_id = _int(chat.get("id"))
     if chat_id is None or chat_id == 0:
         return None
-    text = _str(message.get("text")) or _str(message.get("caption"))
-    text = _without_own_mention(text, bot_username)
+    raw = _str(message.get("text")) or _str(message.get("caption"))
+    text = _without_own_mention(raw, bot_username)
     command = None
     match = _COMMAND.match(text)
     if match:
@@ -165,6 +166,7 @@ def parse_message(update: dict[str, Any], bot_username: str | None) -> Inbound |
         thread_id=thread,
         command=command,
         files=files,
+        raw_text=raw,
     )
 
 

@@ -256,8 +256,9 @@ def _link(label: str, target: str, tags: tuple[Tag, ...]) -> list[Piece]:
     if _HTTP_URL.fullmatch(url):
         anchor = (*tags, ("a", url))
         return _inline(label, anchor) if label.strip() else [(url, anchor)]
-    # A file name, a relative path or a non-web scheme: only the label is worth showing.
-    return _inline(label, tags)
+    # A file name, a relative path or a non-web scheme: only the label is worth showing, or,
+    # without one (``![](chart.png)``), the target itself as plain text.
+    return _inline(label, tags) if label.strip() else [(url, tags)]
 
 
 # -- rendering ------------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """Long polling: ``getMe`` once, then ``getUpdates`` in a loop, on one thread.
 
-The offset is saved only after the updates below it were handed over (to the engine's queue, or
-deliberately ignored), so a restart neither replays nor loses them. When the engine refuses new
-work because it is shutting down, the offset stops *before* that update: it is delivered again
-after the restart.
+The offset is saved after the updates below it were handed over, with the updates not settled
+yet (see :mod:`iris_telegram.offsets`): the handler settles an update when it returns, unless it
+returns True ("settled later": the transport settles a message when its run starts or is
+refused). After a restart the unsettled ones are handed over again first. When the engine
+refuses new work because it is shutting down, that update stays unsettled too.
 
 Failures are told apart, each explained once per episode and retried with backoff:
 
@@ -32,7 +33,7 @@ from iris_telegram.api import (
     TelegramStopped,
     TelegramUnauthorized,
 )
-from iris_telegram.offsets import OffsetStore
+from iris_telegram.offsets import OffsetStore, UpdateLedger
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class Poller:
         self,
         api: BotApi,
         offsets: OffsetStore,
-        handle: Callable[[dict[str, Any]], None],
+        handle: Callable[[dict[str, Any]], bool | None],
         *,
         poll_timeout: int,
         stopping: threading.Event,
@@ -83,6 +84,9 @@ class Poller:
         self.conflict_quiet = 2.0 * max(api.retry.cap, float(poll_timeout))
         self._offset: int | None = None
         self._offset_loaded = False
+        self.ledger = UpdateLedger()
+        self._saved: tuple[int | None, list[dict[str, Any]]] = (None, [])
+        self._save_lock = threading.Lock()
         self.polls = 0
 
     def start(self) -> None:
@@ -127,7 +131,15 @@ class Poller:
 
     def _poll_forever(self) -> None:
         if not self._offset_loaded:
-            self._offset, self._offset_loaded = self._offsets.load(), True
+            offset, unsettled = self._offsets.load_state()
+            self._offset, self._offset_loaded = offset, True
+            self._saved = (offset, unsettled)
+            if unsettled:
+                log.info("handing over %d Telegram messages kept at shutdown", len(unsettled))
+            _, stopping = self._hand_over(unsettled)
+            self.persist()
+            if stopping:
+                return
         while not self._stopping.is_set():
             params: dict[str, Any] = {"timeout": self._poll_timeout}
             if self._offset is not None:
@@ -150,21 +162,29 @@ class Poller:
                 log.warning("getUpdates answered something other than a list; ignored")
                 continue
             handed, stopping = self._hand_over(updates)
-            if handed is not None and handed != self._offset:
-                self._offset = handed
-                self._save(handed)
+            if handed is not None:
+                self._offset = max(self._offset or 0, handed)
+            self.persist()
             if stopping:
                 return
 
-    def _save(self, offset: int) -> None:
-        try:
-            self._offsets.save(offset)
-        except OSError as exc:
-            # Polling goes on from the offset in memory; only a restart now would replay.
-            log.error("could not save the Telegram offset to %s: %s", self._offsets.path, exc)
+    def persist(self) -> None:
+        """Save the ledger's offset when it changed (any thread)."""
+        with self._save_lock:
+            state = self.ledger.state()
+            offset, unsettled = state
+            if offset is None or state == self._saved:
+                return
+            try:
+                self._offsets.save(offset, unsettled)
+            except OSError as exc:
+                # Polling goes on from the offset in memory; only a restart now would replay.
+                log.error("could not save the Telegram offset to %s: %s", self._offsets.path, exc)
+                return
+            self._saved = state
 
     def _hand_over(self, updates: list[Any]) -> tuple[int | None, bool]:
-        """Handle updates in order; return the offset confirming those handled, and whether the
+        """Handle updates in order; return the offset to poll from next, and whether the
         engine is shutting down (the rest wait for the restart)."""
         offset: int | None = None
         for update in updates:
@@ -172,13 +192,17 @@ class Poller:
             if not isinstance(update_id, int) or isinstance(update_id, bool):
                 log.warning("ignoring a Telegram update without an update_id")
                 continue
+            self.ledger.begin(update)
+            later = False
             try:
-                self._handle(update)
+                later = bool(self._handle(update))
             except EngineStopping:
                 return offset, True
             except Exception:
                 # A bad update must not block the ones after it forever: it is skipped.
                 log.exception("could not handle Telegram update %s", update["update_id"])
+            if not later:
+                self.ledger.settle(update_id)
             offset = max(offset or 0, update_id + 1)
         return offset, False
 

@@ -31,7 +31,9 @@ _LOGGERS = (
     "iris_telegram.context",
     "iris_telegram.files",
     "iris_telegram.inbound",
+    "iris_telegram.offsets",
     "iris_telegram.poller",
+    "iris_telegram.sender",
     "iris_telegram.transport",
 )
 

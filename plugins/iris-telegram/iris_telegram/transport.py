@@ -6,25 +6,37 @@ thread, so replies land in the topic they came from. Inbound messages are handed
 (``engine.submit``: one run per chat, five waiting); ``/stop`` goes to ``engine.handle_stop``.
 A leading ``@agent`` needs nothing here: the engine's router answers it through the bridge and
 this transport shows the sub-agent's status lines and posts its reply like any other.
+
+Who may talk to the bot: ``IRIS_TELEGRAM_ALLOWED_USERS`` / ``IRIS_TELEGRAM_ALLOWED_CHATS``
+(the agent runs tools, so by default nobody may; a stranger gets their ids and how to be
+allowed, once per chat per hour). Events from Iris's own API and schedule are not checked.
+
+The poller thread only sorts updates: messages with files are downloaded on a small pool
+(in order per chat: a later message of that chat waits behind the download), and cosmetic
+messages ("Queued…", "Stopping.", notices) go out on another with a single attempt each, so a
+slow or rate-limited chat never holds up the others.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.transport import ChannelInfo, ChannelState, TransportEvent, UserInfo
-from iris_runtime.errors import InvalidInput, QueueFull
+from iris_runtime.errors import EngineStopping, InvalidInput, QueueFull
 from iris_telegram import redaction
 from iris_telegram.api import BotApi, RetryPolicy, TelegramError
-from iris_telegram.config import TelegramConfig
+from iris_telegram.config import CHATS_VARIABLE, USERS_VARIABLE, TelegramConfig
 from iris_telegram.context import TelegramContext
 from iris_telegram.files import Downloads
 from iris_telegram.inbound import Inbound, chat_id_of, parse_message, update_kind
-from iris_telegram.markup import html_chunks
 from iris_telegram.offsets import OffsetStore
 from iris_telegram.poller import Poller
 from iris_telegram.profile import TELEGRAM_PROFILE, TRANSPORT_ID
@@ -34,7 +46,19 @@ from iris_telegram.throttle import EditThrottle
 log = logging.getLogger(__name__)
 
 DIRECTORY_SIZE = 500
+PEOPLE_PER_CHAT = 50
 QUEUED = "<i>Queued…</i>"
+NOT_RUN = "<i>Not answered yet: Iris is restarting. This message is answered after the restart.</i>"
+HINT_INTERVAL = 3600.0  # seconds between two "you are not allowed" answers in one chat
+DRAIN_TIMEOUT = 30.0  # seconds stop() lets runs deliver their last reply before cutting waits
+NOT_ALLOWED = (
+    "This bot does not answer you yet. Your Telegram user id is {user} and this chat's id is "
+    "{chat}: ask the bot's operator to add it to "
+    + USERS_VARIABLE
+    + " (or the chat to "
+    + CHATS_VARIABLE
+    + ")."
+)
 QUEUE_FULL_NOTICE = (
     "I am still busy in this chat and 5 messages are already waiting, so I did not take this "
     "one. Please send it again once I have answered."
@@ -42,35 +66,91 @@ QUEUE_FULL_NOTICE = (
 
 
 class _Directory:
-    """Chats and people seen since start-up (most recent last), for the prompt."""
+    """Chats seen since start-up and the people seen in each (most recent last). A run's prompt
+    lists only its own chat and that chat's people: names from other chats never reach it."""
 
     def __init__(self) -> None:
         self._chats: OrderedDict[str, str] = OrderedDict()
-        self._users: OrderedDict[str, str] = OrderedDict()
+        self._people: dict[str, OrderedDict[str, str]] = {}
         self._lock = threading.Lock()
+
+    @staticmethod
+    def _remember(table: OrderedDict[str, str], key: str, name: str, size: int) -> None:
+        table.pop(key, None)
+        table[key] = " ".join(name.split())[:80]
+        while len(table) > size:
+            table.popitem(last=False)
 
     def note(self, inbound: Inbound) -> None:
         with self._lock:
-            for table, key, name in (
-                (self._chats, inbound.channel, f"{inbound.chat_name} ({inbound.chat_type})"),
-                (self._users, inbound.user_id, inbound.user_name or inbound.user_id),
-            ):
-                table.pop(key, None)
-                table[key] = " ".join(name.split())[:80]
-                while len(table) > DIRECTORY_SIZE:
-                    table.popitem(last=False)
+            chat = inbound.channel
+            self._remember(
+                self._chats, chat, f"{inbound.chat_name} ({inbound.chat_type})", DIRECTORY_SIZE
+            )
+            people = self._people.setdefault(chat, OrderedDict())
+            name = inbound.user_name or inbound.user_id
+            self._remember(people, inbound.user_id, name, PEOPLE_PER_CHAT)
+            for gone in [c for c in self._people if c not in self._chats]:
+                del self._people[gone]
 
-    def channels(self) -> list[ChannelInfo]:
+    def channels(self, only: str | None = None) -> list[ChannelInfo]:
         with self._lock:
-            return [ChannelInfo(k, v) for k, v in reversed(self._chats.items())]
+            return [
+                ChannelInfo(k, v)
+                for k, v in reversed(self._chats.items())
+                if only is None or k == only
+            ]
 
-    def users(self) -> list[UserInfo]:
+    def users(self, chat: str | None = None) -> list[UserInfo]:
         with self._lock:
-            return [UserInfo(k, v) for k, v in reversed(self._users.items())]
+            tables = [self._people.get(chat, OrderedDict())] if chat else self._people.values()
+            seen: dict[str, str] = {}
+            for table in tables:
+                for key, name in reversed(table.items()):
+                    seen.setdefault(key, name)
+            return [UserInfo(k, v) for k, v in seen.items()]
 
     def name_of(self, channel: str) -> str | None:
         with self._lock:
             return self._chats.get(channel)
+
+
+class _ChatQueues:
+    """Work run on a small pool, in submission order per chat (chats in parallel)."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+        self._queues: dict[int, deque[Callable[[], None]]] = {}
+        self._lock = threading.Lock()
+
+    def busy(self, chat: int) -> bool:
+        with self._lock:
+            return chat in self._queues
+
+    def submit(self, chat: int, work: Callable[[], None]) -> None:
+        with self._lock:
+            queue = self._queues.get(chat)
+            if queue is not None:
+                queue.append(work)
+                return
+            self._queues[chat] = deque([work])
+        self._pool.submit(self._drain, chat)
+
+    def _drain(self, chat: int) -> None:
+        while True:
+            with self._lock:
+                queue = self._queues[chat]
+                if not queue:
+                    del self._queues[chat]
+                    return
+                work = queue.popleft()
+            try:
+                work()
+            except Exception:
+                log.exception("Telegram work for chat %s failed", chat)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=False)
 
 
 class TelegramTransport:
@@ -94,9 +174,14 @@ class TelegramTransport:
         self._downloads = Downloads(self.api, data_dir, config.max_file_bytes)
         self.offsets = OffsetStore.for_bot(data_dir, self.api.bot_id)
         self._directory = _Directory()
-        self._stopped_chats: set[str] = set()
-        # "Queued…" placeholders of messages waiting behind a run, by (channel, message id).
-        self._queued: dict[tuple[str, str], int] = {}
+        self._intake = _ChatQueues(4, "telegram-intake")  # downloads, then the hand-over
+        self._notices = _ChatQueues(2, "telegram-notices")  # cosmetic messages
+        # Messages waiting behind a run, by (channel, message id): their update id and their
+        # "Queued…" placeholder (None until it is posted).
+        self._waiting: dict[tuple[str, str], tuple[int | None, int | None]] = {}
+        self._active: dict[str, TelegramContext] = {}  # the run in progress per chat
+        self._running = 0  # contexts whose reply is not delivered yet
+        self._hinted: dict[int, float] = {}  # chat -> when it was told it is not allowed
         self._lock = threading.Lock()
         self.bot_username: str | None = None
         self.poller: Poller | None = None
@@ -109,6 +194,14 @@ class TelegramTransport:
     def start(self) -> None:
         redaction.install()
         self._stopping.clear()
+        if not self._config.access_configured:
+            log.warning(
+                "Telegram: nobody is allowed to talk to the bot yet; set %s (user ids) or %s "
+                "(chat ids), comma-separated, * for anyone. Until then it only tells people "
+                "their ids.",
+                USERS_VARIABLE,
+                CHATS_VARIABLE,
+            )
         self.poller = Poller(
             self.api,
             self.offsets,
@@ -120,12 +213,40 @@ class TelegramTransport:
         self.poller.start()
 
     def stop(self) -> None:
+        """Called by ``Engine.stop`` after it refused new work, aborted the running runs and
+        cancelled the waiting ones, and before those runs have ended. The messages that were
+        waiting are not settled, so Telegram delivers them again after the restart; their
+        "Queued…" placeholders say so. The edit throttle keeps working until the aborted runs
+        have delivered their last reply (or ``DRAIN_TIMEOUT``)."""
         self._stopping.set()
-        self.throttle.stop()
         if self.poller is not None:
             # A long poll in flight is abandoned: its updates are not confirmed, so they are
             # delivered again after a restart.
             self.poller.join(2.0)
+        with self._lock:
+            waiting = list(self._waiting.items())
+            self._waiting.clear()
+        for (channel, _), (_, placeholder) in waiting:
+            chat = chat_id_of(channel)
+            if placeholder is not None and chat is not None:
+                try:
+                    self.sender.edit(Target(chat), placeholder, NOT_RUN, retry=False)
+                except TelegramError as exc:
+                    log.warning("could not update a placeholder in %s: %s", channel, exc)
+        if self.poller is not None:
+            self.poller.persist()
+        self._intake.shutdown()
+        self._notices.shutdown()
+        threading.Thread(target=self._close_when_drained, daemon=True).start()
+
+    def _close_when_drained(self) -> None:
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._running == 0:
+                    break
+            time.sleep(0.05)
+        self.throttle.stop()
         self.api.close()
 
     def _identified(self, me: dict[str, Any]) -> None:
@@ -149,22 +270,17 @@ class TelegramTransport:
         return str(ids[0]) if ids else ""
 
     def update_message(self, channel_id: str, message_id: str, text: str) -> None:
+        """Replace a message's text (longer text continues in new messages)."""
         chat = self._chat(channel_id)
-        chunks = html_chunks(text) or ["…"]
-        if not self.throttle.wait_and_reserve(str(chat)):
-            return
-        self.sender.api.call(
-            "editMessageText",
-            {
-                "chat_id": chat,
-                "message_id": int(message_id),
-                "text": chunks[0],
-                "parse_mode": "HTML",
-            },
-        )
+        if not message_id.isdigit():
+            raise InvalidInput(
+                f"{message_id[:40]!r} is not a Telegram message id", code="invalid_message_id"
+            )
+        self.sender.deliver(Target(chat), text or "…", placeholder=int(message_id))
 
     def enqueue_event(self, event: TransportEvent) -> bool:
-        """A synthetic event (API, scheduled) for a chat; False when its queue is full."""
+        """A synthetic event (API, scheduled) for a chat; False when its queue is full. These
+        come from Iris's operator, so the allow-lists do not apply."""
         self._chat(event.channel)
         try:
             self._engine.submit(self, event, is_event=True, lane="events")
@@ -180,32 +296,86 @@ class TelegramTransport:
         thread = int(event.thread) if event.thread and event.thread.isdigit() else None
         reply_to = int(event.ts) if not is_event and event.ts.isdigit() else None
         with self._lock:
-            placeholder = None if is_event else self._queued.pop((event.channel, event.ts), None)
-        return TelegramContext(
+            update_id, placeholder = (
+                (None, None)
+                if is_event
+                else self._waiting.pop((event.channel, event.ts), (None, None))
+            )
+        if update_id is not None:
+            self._settle(update_id)  # its run starts: nothing to deliver again after a restart
+        context = TelegramContext(
             self.sender,
             event,
             Target(chat, thread, reply_to),
             is_event=is_event,
             channel_name=self._directory.name_of(event.channel),
-            channels=self.channels(),
-            users=self.users(),
-            was_stopped=lambda: self._consume_stop(event.channel),
+            channels=self._directory.channels(only=event.channel),
+            users=self._directory.users(event.channel),
             placeholder=placeholder,
+            on_finish=self._finished,
         )
+        with self._lock:
+            self._active[event.channel] = context
+            self._running += 1
+        return context
+
+    def _finished(self, context: TelegramContext) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._active.get(context.message.channel) is context:
+                del self._active[context.message.channel]
+
+    def _settle(self, update_id: int) -> None:
+        if self.poller is not None:
+            self.poller.ledger.settle(update_id)
+            self.poller.persist()
 
     # -- inbound --------------------------------------------------------------------------------
 
-    def handle_update(self, update: dict[str, Any]) -> None:
-        """One update from getUpdates (called on the poller thread, in order)."""
+    def handle_update(self, update: dict[str, Any]) -> bool:
+        """One update from getUpdates (called on the poller thread, in order). Returns True when
+        the update is settled later (see :mod:`iris_telegram.offsets`)."""
         inbound = parse_message(update, self.bot_username)
         if inbound is None:
             log.debug("ignoring a Telegram %s update", update_kind(update))
-            return
+            return False
+        if not self._config.allows(inbound.user_id, inbound.chat_id):
+            self._refuse(inbound)
+            return False
         self._directory.note(inbound)
         target = Target(inbound.chat_id, inbound.thread_id, inbound.message_id)
         if inbound.command == "stop":
             self._stop(inbound, target)
+            return False
+        update_id = int(update["update_id"])
+        if inbound.files or self._intake.busy(inbound.chat_id):
+            # Downloads happen off the poller; later messages of this chat wait behind them.
+            self._intake.submit(inbound.chat_id, lambda: self._take_quietly(inbound, update_id))
+        else:
+            self._take(inbound, update_id)
+        return True
+
+    def _refuse(self, inbound: Inbound) -> None:
+        log.debug("ignoring a message from %s in %s: not allowed", inbound.user_id, inbound.channel)
+        if self._config.access_configured:
             return
+        now = time.monotonic()
+        with self._lock:
+            last = self._hinted.get(inbound.chat_id)
+            if last is not None and now - last < HINT_INTERVAL:
+                return
+            self._hinted[inbound.chat_id] = now
+        text = NOT_ALLOWED.format(user=inbound.user_id, chat=inbound.chat_id)
+        target = Target(inbound.chat_id, inbound.thread_id, inbound.message_id)
+        self._notify(target, text)
+
+    def _take_quietly(self, inbound: Inbound, update_id: int) -> None:
+        with contextlib.suppress(EngineStopping):  # unsettled: delivered again after a restart
+            self._take(inbound, update_id)
+
+    def _take(self, inbound: Inbound, update_id: int) -> None:
+        """Download the message's files and hand it to the engine; settles the update unless
+        its run waits in the queue (it settles when the run starts)."""
         attachments, problems = self._downloads.fetch(inbound) if inbound.files else ([], [])
         text = "\n\n".join(p for p in (inbound.text, *problems) if p)
         event = TransportEvent(
@@ -213,54 +383,67 @@ class TelegramTransport:
             text=text,
             user=inbound.user_id,
             user_name=inbound.user_name,
-            raw_text=inbound.text,
+            raw_text=inbound.raw_text,
             ts=str(inbound.message_id),
             attachments=tuple(attachments),
             thread=str(inbound.thread_id) if inbound.thread_id is not None else None,
         )
         key = (event.channel, event.ts)
-        if self._engine.is_running(inbound.channel):
-            # It will wait: say so now (the run replaces this placeholder when it starts).
-            try:
-                queued = self.sender.send_html(target, QUEUED)
-            except TelegramError as exc:
-                log.warning("could not post a placeholder in %s: %s", inbound.channel, exc)
-            else:
-                with self._lock:
-                    self._queued[key] = queued
+        target = Target(inbound.chat_id, inbound.thread_id, inbound.message_id)
+        with self._lock:
+            self._waiting[key] = (update_id, None)
+        will_wait = self._engine.is_running(inbound.channel)
         try:
             self._engine.submit(self, event)
         except QueueFull:
             log.warning("the queue of %s is full; a message was not taken", inbound.channel)
             with self._lock:
-                queued_id = self._queued.pop(key, None)
-            self._notify(target, QUEUE_FULL_NOTICE, placeholder=queued_id)
+                self._waiting.pop(key, None)
+            self._settle(update_id)
+            self._notify(target, QUEUE_FULL_NOTICE)
+            return
         except BaseException:
             with self._lock:
-                self._queued.pop(key, None)
+                self._waiting.pop(key, None)
             raise
+        if will_wait:
+            # It will wait: say so (the run replaces this placeholder when it starts).
+            self._notices.submit(inbound.chat_id, lambda: self._post_queued(key, target))
+
+    def _post_queued(self, key: tuple[str, str], target: Target) -> None:
+        with self._lock:
+            if key not in self._waiting:
+                return  # its run started already
+        try:
+            queued = self.sender.send_html(target, QUEUED, retry=False)
+        except TelegramError as exc:
+            log.warning("could not post a placeholder in %s: %s", key[0], exc)
+            return
+        with self._lock:
+            entry = self._waiting.get(key)
+            if entry is not None:
+                self._waiting[key] = (entry[0], queued)
+                return
+        self.sender.delete(target, queued)  # the run started meanwhile: it posts its own
 
     def _stop(self, inbound: Inbound, target: Target) -> None:
         with self._lock:
-            self._stopped_chats.add(inbound.channel)
+            context = self._active.get(inbound.channel)
+        if context is not None:
+            context.mark_stopped()  # this run's reply, and no later one's, says "(stopped)"
         running = self._engine.handle_stop(inbound.channel)
-        if not running:
-            with self._lock:
-                self._stopped_chats.discard(inbound.channel)
         self._notify(target, "Stopping." if running else "Nothing is running here.")
 
-    def _consume_stop(self, channel: str) -> bool:
-        with self._lock:
-            if channel in self._stopped_chats:
-                self._stopped_chats.discard(channel)
-                return True
-            return False
+    def _notify(self, target: Target, text: str) -> None:
+        """A cosmetic message, sent off the poller thread with a single attempt."""
 
-    def _notify(self, target: Target, text: str, placeholder: int | None = None) -> None:
-        try:
-            self.sender.deliver(target, text, placeholder=placeholder)
-        except TelegramError as exc:
-            log.warning("could not answer in chat %s: %s", target.chat_id, exc)
+        def send() -> None:
+            try:
+                self.sender.deliver(target, text, retry=False)
+            except TelegramError as exc:
+                log.warning("could not answer in chat %s: %s", target.chat_id, exc)
+
+        self._notices.submit(target.chat_id, send)
 
     @staticmethod
     def _chat(channel: str) -> int:

@@ -16,6 +16,8 @@ from iris_runtime.testing.fake_telegram import BotMessage, FakeTelegram
 from iris_runtime.testing.server import IrisServer
 
 _chat_ids = itertools.count(5001)
+ALLOWED_USER = 1001  # the fake's default sender
+ALLOWED_CHAT = -1009001  # a group allowed as a whole (for senders without a user id)
 
 
 def new_chat() -> int:
@@ -30,6 +32,8 @@ def telegram_env(fake: FakeTelegram, **extra: str) -> dict[str, str]:
         "IRIS_TELEGRAM_POLL_TIMEOUT_S": "2",
         "IRIS_TELEGRAM_RETRY_BASE_MS": "50",
         "IRIS_TELEGRAM_RETRY_MAX_MS": "400",
+        "IRIS_TELEGRAM_ALLOWED_USERS": str(ALLOWED_USER),
+        "IRIS_TELEGRAM_ALLOWED_CHATS": str(ALLOWED_CHAT),
         **extra,
     }
 

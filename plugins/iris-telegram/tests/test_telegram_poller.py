@@ -126,7 +126,10 @@ def test_shutting_down_leaves_the_rest_for_the_restart(
     first = fake_telegram.user_says(9, "in time")
     late = fake_telegram.user_says(9, "too late")
     fake_telegram.user_says(9, "after that")
-    fake_telegram.wait_for(lambda f: store.load() == late["update_id"], "the offset before it")
+    fake_telegram.wait_for(
+        lambda f: [u["update_id"] for u in store.load_state()[1]] == [late["update_id"]],
+        "the refused update kept for the restart",
+    )
     poller.join(5)
     assert seen == ["in time"] and first["update_id"] + 1 == late["update_id"]
 

@@ -117,10 +117,11 @@ def test_a_second_poller_is_named_once_and_polling_recovers(telegram_iris: Start
     chat = new_chat()
     asked = fake.user_says(chat, "are you there?")["message"]["message_id"]
     iris.wait_reply(chat, asked, "echo: are you there?")
+    # The episode ends after a quiet period without a 409 (twice the poll timeout here).
+    iris.wait(lambda f: "Telegram polling works again" in iris.log(), "the recovery line")
     log = iris.log()
     assert log.count("another process is polling Telegram with this same bot token") == 1
     assert "sub-agent must never reuse TELEGRAM_BOT_TOKEN" in log
-    assert "Telegram polling works again" in log
 
     # A webhook set on the bot is the other cause of a 409, with its own explanation.
     fake.fail_next("getUpdates", conflict(CONFLICT_WEBHOOK), conflict(CONFLICT_WEBHOOK))
@@ -155,8 +156,14 @@ def test_a_reply_that_cannot_be_delivered_is_kept(telegram_iris: StartIris) -> N
     fake.user_says(chat, "into the void")
     log_file = iris.server.data_dir / f"tg-{chat}" / "log.jsonl"
     iris.wait(lambda f: "could not deliver the reply in" in iris.log(), "the delivery error")
-    entries = [json.loads(line) for line in log_file.read_text().splitlines()]
-    assert entries[-1]["role"] == "assistant" and entries[-1]["text"] == "echo: into the void"
+
+    def logged_reply(f: object) -> bool:
+        entries = [json.loads(line) for line in log_file.read_text().splitlines()]
+        return bool(
+            entries[-1]["role"] == "assistant" and entries[-1]["text"] == "echo: into the void"
+        )
+
+    iris.wait(logged_reply, "the reply in the channel's log")
     asked = fake.user_says(chat, "better now?")["message"]["message_id"]
     iris.wait_reply(chat, asked, "echo: better now?")  # and the next message works
     assert fake.token not in iris.log()
@@ -173,3 +180,55 @@ def test_a_revoked_token_is_explained(tmp_path: Path, fake_telegram: FakeTelegra
     log = server.log_tail(100_000)
     assert log.count("Telegram rejected TELEGRAM_BOT_TOKEN (401 Unauthorized)") == 1
     assert "R" * 35 not in log
+
+
+def test_by_default_nobody_is_answered_but_told_their_ids(telegram_iris: StartIris) -> None:
+    iris = telegram_iris(IRIS_TELEGRAM_ALLOWED_USERS="", IRIS_TELEGRAM_ALLOWED_CHATS="")
+    fake, chat = iris.fake, new_chat()
+    first = fake.user_says(chat, "run rm -rf /", user_id=777)["message"]["message_id"]
+    hint = iris.wait_reply(chat, first, prefix="This bot does not answer you yet")
+    assert "user id is 777" in hint.text and f"chat's id is {chat}" in hint.text
+    assert "IRIS_TELEGRAM_ALLOWED_USERS" in hint.text
+    second = fake.user_says(chat, "hello?", user_id=777)["message"]["message_id"]
+    later = fake.user_says(new_chat(), "me too", user_id=778)["message"]
+    iris.wait_reply(later["chat"]["id"], later["message_id"], prefix="This bot does not")
+    assert iris.replies(chat, second) == []  # once per chat per hour
+    assert iris.provider_calls() == [], "the agent never ran"
+    assert iris.log().count("nobody is allowed to talk to the bot yet") == 1
+
+
+def test_only_allowed_users_or_chats_are_answered(telegram_iris: StartIris) -> None:
+    allowed_chat = -new_chat()
+    iris = telegram_iris(
+        IRIS_TELEGRAM_ALLOWED_USERS="1001, 1002", IRIS_TELEGRAM_ALLOWED_CHATS=str(allowed_chat)
+    )
+    fake, chat = iris.fake, new_chat()
+    stranger = fake.user_says(chat, "let me in", user_id=666)["message"]["message_id"]
+    friend = fake.user_says(chat, "hi", user_id=1002)["message"]["message_id"]
+    in_group = fake.user_says(allowed_chat, "from the group", user_id=666)["message"]
+    iris.wait_reply(chat, friend, "echo: hi")
+    iris.wait_reply(allowed_chat, in_group["message_id"], "echo: from the group")
+    assert iris.replies(chat, stranger) == []  # lists set: strangers get no answer at all
+    assert [c["prompt"] for c in iris.provider_calls()] == ["hi", "from the group"]
+
+
+def test_a_shutdown_loses_no_waiting_message(telegram_iris: StartIris) -> None:
+    iris = telegram_iris()
+    iris.rules([{"when": "hold the line", "turns": [[{"text": "holding"}, {"sleep": 120}]]}])
+    fake, chat = iris.fake, new_chat()
+    held = fake.user_says(chat, "hold the line")["message"]["message_id"]
+    iris.wait_reply(chat, held, "Thinking…")
+    waiting = fake.user_says(chat, "answer me later")["message"]["message_id"]
+    iris.wait_reply(chat, waiting, "Queued…")
+    iris.server.stop()
+    # The run in progress still delivered what it had; the waiting one was told it waits.
+    [reply] = iris.replies(chat, held)
+    assert reply.text != "Thinking…"
+    [queued] = iris.replies(chat, waiting)
+    assert queued.text.startswith("Not answered yet: Iris is restarting")
+    iris.rules([])
+    iris.server.start()
+    iris.wait_reply(chat, waiting, "echo: answer me later")
+    prompts = [c["prompt"] for c in iris.provider_calls()]
+    assert prompts.count("hold the line") == 1, "a run that started is not run again"
+    assert prompts.count("answer me later") == 1

@@ -12,7 +12,7 @@ import time
 
 import pytest
 from iris_telegram.markup import html_chunks, parse, render
-from telegram_harness import TelegramIris, new_chat
+from telegram_harness import ALLOWED_CHAT, TelegramIris, new_chat
 
 from iris_runtime.testing.fake_telegram import MESSAGE_LIMIT, parse_html, utf16_len
 
@@ -175,7 +175,7 @@ def test_five_messages_wait_and_the_sixth_is_refused(iris: TelegramIris) -> None
     waiting = [iris.fake.user_says(chat, f"quick {i}")["message"]["message_id"] for i in range(6)]
     refused = iris.wait_reply(chat, waiting[5], prefix="I am still busy")
     assert "5 messages are already waiting" in refused.text
-    assert refused.history[0] == "Queued…"
+    assert len(refused.history) == 1  # refused at once: no "Queued…" posted first
     assert [iris.replies(chat, m)[0].text for m in waiting[:5]] == ["Queued…"] * 5
     iris.fake.user_says(chat, "/stop")
     for index, message_id in enumerate(waiting[:5]):
@@ -233,12 +233,13 @@ def test_bad_input_is_ignored_or_survived(iris: TelegramIris) -> None:
         {"message": {"message_id": 1, "chat": "nope", "text": "x"}},
     ):
         iris.fake.push_update(update)
-    anonymous = iris.fake.user_says(chat, "who am I", user_id=None)["message"]["message_id"]
+    # No user id (a channel, an anonymous admin): accepted only in an allowed chat.
+    anonymous = iris.fake.user_says(ALLOWED_CHAT, "who am I", user_id=None)["message"]
     last = iris.fake.user_says(chat, "after the noise")["message"]["message_id"]
     iris.wait_reply(chat, last, "echo: after the noise")
-    iris.wait_reply(chat, anonymous, "echo: who am I")
+    iris.wait_reply(ALLOWED_CHAT, anonymous["message_id"], "echo: who am I")
     replied = [m.reply_to or 0 for m in iris.fake.bot_messages(chat)]
-    assert sorted(replied) == sorted([template["message_id"], anonymous, last])
+    assert sorted(replied) == sorted([template["message_id"], last])
     assert "Traceback" not in iris.log()
 
 
@@ -340,3 +341,22 @@ def test_silent_replies_leave_nothing_in_the_chat(iris: TelegramIris) -> None:
     iris.wait_reply(chat, later, "echo: and now?")
     assert [m.reply_to for m in iris.fake.bot_messages(chat)] == [later]
     assert asked not in [m.reply_to for m in iris.fake.bot_messages(chat)]
+
+
+@pytest.mark.parametrize(
+    ("reply", "shown"),
+    [
+        ("![](chart.png)", "chart.png"),
+        ("[](notes.txt)", "notes.txt"),
+        ("```\n```", "(no reply)"),
+        ("> ", "(no reply)"),
+    ],
+)
+def test_a_reply_that_renders_to_nothing_still_replaces_the_placeholder(
+    iris: TelegramIris, reply: str, shown: str
+) -> None:
+    iris.rules([{"when": "draw it", "turns": [[{"text": reply}]]}])
+    chat = new_chat()
+    asked = iris.fake.user_says(chat, "draw it")["message"]["message_id"]
+    final = iris.wait_reply(chat, asked, shown)
+    assert final.history[0] == "Thinking…"
