@@ -209,7 +209,8 @@ def test_only_allowed_users_or_chats_are_answered(telegram_iris: StartIris) -> N
     iris.wait_reply(chat, friend, "echo: hi")
     iris.wait_reply(allowed_chat, in_group["message_id"], "echo: from the group")
     assert iris.replies(chat, stranger) == []  # lists set: strangers get no answer at all
-    assert [c["prompt"] for c in iris.provider_calls()] == ["hi", "from the group"]
+    # Two chats run side by side, so their calls may reach the provider in either order.
+    assert sorted(c["prompt"] for c in iris.provider_calls()) == ["from the group", "hi"]
 
 
 def test_a_shutdown_loses_no_waiting_message(telegram_iris: StartIris) -> None:
