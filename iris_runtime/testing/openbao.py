@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +69,7 @@ class UnsealKeys:
     root_token: str = field(repr=False)
 
 
-class _BaoProcess:
+class _BaoProcess(ABC):
     """One ``bao server`` child: start, wait until it answers, stop by PID."""
 
     kind = "OpenBao server"
@@ -84,14 +85,14 @@ class _BaoProcess:
 
     # -- subclass hooks ---------------------------------------------------------------------
 
-    def _command(self) -> list[str]:
-        raise NotImplementedError
+    @abstractmethod
+    def _command(self) -> list[str]: ...
 
     def _extra_env(self) -> dict[str, str]:
         return {}
 
-    def _ready(self) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def _ready(self) -> bool: ...
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -194,8 +195,8 @@ class _BaoProcess:
         return hvac.Client(url=self.addr, token=token or self.root_token, timeout=10)
 
     @property
-    def root_token(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def root_token(self) -> str: ...
 
 
 class OpenBaoDev(_BaoProcess):
