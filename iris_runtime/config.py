@@ -141,7 +141,7 @@ class Settings:
             data_dir=data_dir.resolve(),
             api_host=env.get("IRIS_API_HOST", "").strip() or "127.0.0.1",
             api_port=_env_port(env, "IRIS_API_PORT") or default_api_port,
-            api_token=env.get("IRIS_API_TOKEN", "").strip(),
+            api_token=_secret_from(env, "IRIS_API_TOKEN"),
             webui_port=_env_port(env, "IRIS_WEBUI_PORT"),
             bridge_port=bridge_port,
             agent_name=agent_name,

@@ -71,3 +71,9 @@ class ProviderUnavailable(IrisError):
 class EngineStopping(IrisError):
     code = "shutting_down"
     status = 503
+
+
+class ProvisionError(IrisError):
+    """Running a sub-agent failed: a unit, a supervised process, a container, Terraform."""
+
+    code = "provision_failed"

@@ -53,6 +53,13 @@ class RegistryError(IrisError):
     status = 500
 
 
+class AgentExists(IrisError):
+    """A new agent's name is taken."""
+
+    code = "agent_exists"
+    status = 409
+
+
 class _Invalid(ValueError):
     """A validation problem, turned into InvalidInput (arguments) or RegistryError (file)."""
 
@@ -307,6 +314,32 @@ class AgentRegistry:
             if owner is not None:
                 # One token, one identity: find_by_token must never have to pick.
                 raise InvalidInput(f"agent {owner!r} already uses this token; each needs its own")
+            entry = AgentEntry(name=name, bridge_url=bridge_url, secrets=wanted, token=token)
+            entries[name] = entry
+            self._write(entries)
+        return entry
+
+    def add(
+        self,
+        name: str,
+        choose_url: Callable[[dict[str, AgentEntry]], str],
+        secrets: Iterable[str] = (),
+        token: str | None = None,
+    ) -> AgentEntry:
+        """Register a new agent, refusing a name that is taken. ``choose_url`` gets the current
+        entries and picks the bridge URL while the lock is held, so two concurrent spawns can
+        never be given the same port."""
+        name = _argument(_check_name, name)
+        wanted = _argument(_check_secrets, secrets)
+        token = _argument(_check_token, token)
+        with self._locked():
+            entries = self.load()
+            if name in entries:
+                raise AgentExists(f"an agent named {name!r} is already registered in {self.path}")
+            owner = _token_owner(entries, token, besides=name)
+            if owner is not None:
+                raise InvalidInput(f"agent {owner!r} already uses this token; each needs its own")
+            bridge_url = _argument(_check_url, choose_url(entries))
             entry = AgentEntry(name=name, bridge_url=bridge_url, secrets=wanted, token=token)
             entries[name] = entry
             self._write(entries)

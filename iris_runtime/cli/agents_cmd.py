@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from iris_runtime.agents.registry import AgentEntry, AgentRegistry, registry_for
-from iris_runtime.cli.common import clean_errors, load_settings
+from iris_runtime.cli.common import clean_errors, load_settings, plugin_host
 from iris_runtime.config import Settings, mask
 from iris_runtime.errors import IrisError
 from iris_runtime.secrets.selection import backend_name
@@ -183,3 +184,110 @@ def _print_entry(entry: AgentEntry, *, err: bool = False) -> None:
     click.echo(f"  bridge_url  {public['bridge_url']}", err=err)
     click.echo(f"  secrets     {', '.join(entry.secrets) or '-'}", err=err)
     click.echo(f"  token       {public['token'] or '-'}", err=err)
+
+
+def _show_progress(line: str) -> None:
+    click.echo(f"  {line}", err=True)
+
+
+def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{pair!r} is not NAME=VALUE", param_hint="--env")
+        out[name] = value
+    return out
+
+
+@agents.command()
+@click.argument("name")
+@click.option("--skill", "skills", multiple=True, metavar="SKILL", help="Attach a skill.")
+@click.option(
+    "--mode",
+    type=click.Choice(["service", "docker"]),
+    default="service",
+    show_default=True,
+    help="A service on this host, or a Docker container through Terraform.",
+)
+@click.option("--model", help="The agent's model (default: IRIS_SUBAGENT_MODEL, then IRIS_MODEL).")
+@click.option(
+    "--constitution",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Your own CONSTITUTION.md (placeholders like {{AGENT_NAME}} are filled in).",
+)
+@click.option(
+    "--unique-token",
+    is_flag=True,
+    help="Docker mode: give the container its own API token (implied by store/proxy secrets). "
+    "Service agents always get their own.",
+)
+@click.option(
+    "--service-manager",
+    type=click.Choice(["systemd", "process"]),
+    help="Override the automatic choice (systemd when it runs as PID 1, else Iris's supervisor).",
+)
+@click.option("--env", "env_pairs", multiple=True, metavar="NAME=VALUE", help="A plain setting.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@clean_errors
+def spawn(
+    name: str,
+    skills: tuple[str, ...],
+    mode: str,
+    model: str | None,
+    constitution: Path | None,
+    unique_token: bool,
+    service_manager: str | None,
+    env_pairs: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Create, register and start the sub-agent NAME; wait until it answers.
+
+    Everything is undone when a step fails (or on Ctrl-C): no unit, container, registration or
+    port is left behind.
+    """
+    from iris_runtime.agents.spawn import Spawner, SpawnRequest
+
+    settings = load_settings()
+    spawner = Spawner(
+        settings, plugin_skills=plugin_host(settings).skills(), progress=_show_progress
+    )
+    click.echo(f"spawning {name} ({mode})", err=True)
+    result = spawner.spawn(
+        SpawnRequest(
+            name=name,
+            skills=skills,
+            mode=mode,
+            model=model,
+            constitution=constitution,
+            unique_token=unique_token,
+            service_manager=service_manager,
+            extra_env=_env_pairs(env_pairs),
+        )
+    )
+    summary = {
+        **_public(result.entry),
+        "manager": result.record.manager,
+        "api_port": result.record.api_port,
+        "home": str(result.home),
+        "skills": list(result.record.skills),
+        "seconds": round(result.seconds, 2),
+    }
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        click.echo(f"spawned {name}: {result.entry.bridge_url} ({result.record.manager})")
+
+
+@agents.command()
+@click.argument("name")
+@click.option("--purge", is_flag=True, help="Delete its home too (default: keep it archived).")
+@clean_errors
+def remove(name: str, purge: bool) -> None:
+    """Stop and remove the spawned agent NAME (unit, process or container, registration, Vault
+    token). Its home is kept under <agents dir>/.removed unless --purge."""
+    from iris_runtime.agents.spawn import Spawner
+
+    settings = load_settings()
+    Spawner(settings, progress=_show_progress).remove(name, purge=purge)
+    click.echo(f"removed {name}")

@@ -130,7 +130,11 @@ def serve(agent_name: str | None, bridge_port: int | None) -> None:
         raise click.ClickException(f"data dir {settings.data_dir}: {exc}") from None
     settings.control_socket.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     check_startup(settings)
-    source = "IRIS_API_TOKEN" if settings.env.get("IRIS_API_TOKEN") else str(settings.token_file)
+    source = (
+        settings.env.get("IRIS_API_TOKEN_FILE", "").strip()
+        or ("IRIS_API_TOKEN" if settings.env.get("IRIS_API_TOKEN") else "")
+        or str(settings.token_file)
+    )
     click.echo(
         f"Iris API on http://{settings.api_host}:{settings.api_port} "
         f"(data {settings.data_dir}; API token in {source})",

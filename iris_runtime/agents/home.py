@@ -1,0 +1,172 @@
+"""A spawned agent's home: its data dir with CONSTITUTION.md, MEMORY.md, skills/ and api-token.
+
+Scaffold files come from ``<IRIS_REPO_DIR>/agents/scaffold``. Each is rendered in one pass from
+the source to the destination (one substitution over the whole text, then an atomic write), never
+by editing the destination in place step by step: two edits of one file can interleave with a
+concurrent writer and leave a placeholder behind.
+
+``agent.json`` in the home records how the agent was spawned (mode, service manager, ports,
+skills), which is what ``iris agents remove`` reads to undo it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from iris_runtime.config import TOKEN_FILE_NAME
+from iris_runtime.engine.skills import Skill
+from iris_runtime.errors import ConfigError, InvalidInput, IrisError
+from iris_runtime.private_files import private_dir, write_private_file
+
+SCAFFOLD_DIR = Path("agents") / "scaffold"
+RECORD_FILE = "agent.json"
+REMOVED_DIR = ".removed"
+PLACEHOLDER_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
+MAX_CONSTITUTION_BYTES = 256 * 1024
+
+
+class HomeExists(IrisError):
+    code = "agent_home_exists"
+    status = 409
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    """How an agent was spawned; stored as ``agent.json`` in its home."""
+
+    name: str
+    mode: str  # "service" | "docker"
+    manager: str  # "systemd" | "process" | "docker"
+    bridge_port: int
+    api_port: int
+    skills: tuple[str, ...]
+    provider: str
+    model: str
+    created: str
+
+    def write(self, home: Path) -> None:
+        data = json.dumps(asdict(self), indent=2) + "\n"
+        write_private_file(home / RECORD_FILE, data.encode("utf-8"))
+
+    @classmethod
+    def read(cls, home: Path) -> AgentRecord | None:
+        try:
+            raw = json.loads((home / RECORD_FILE).read_text(encoding="utf-8"))
+            raw["skills"] = tuple(raw.get("skills", ()))
+            return cls(**raw)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError) as exc:
+            raise ConfigError(f"{home / RECORD_FILE} is unreadable: {exc}") from None
+
+
+def render_placeholders(text: str, values: Mapping[str, str]) -> str:
+    """Every ``{{NAME}}`` with a value replaced in a single pass; unknown ones are kept as they
+    are (a constitution may legitimately mention braces)."""
+    return PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+
+def render_file(source: Path, destination: Path, values: Mapping[str, str]) -> None:
+    """Render ``source`` into ``destination`` (0600, atomic)."""
+    try:
+        if source.stat().st_size > MAX_CONSTITUTION_BYTES:
+            raise InvalidInput(f"{source} is larger than {MAX_CONSTITUTION_BYTES // 1024} KiB")
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"cannot read {source}: {exc}") from None
+    write_private_file(destination, render_placeholders(text, values).encode("utf-8"))
+
+
+def scaffold_dir(repo_dir: Path) -> Path:
+    folder = repo_dir / SCAFFOLD_DIR
+    if not (folder / "CONSTITUTION.md").is_file():
+        raise ConfigError(
+            f"no agent scaffold at {folder}: set IRIS_REPO_DIR to your Iris checkout "
+            f"(now {repo_dir})"
+        )
+    return folder
+
+
+def skills_list(skills: Sequence[Skill]) -> str:
+    if not skills:
+        return "- none yet"
+    return "\n".join(f"- `{s.name}`: {s.description or 'no description'}" for s in skills)
+
+
+def create_home(
+    home: Path,
+    *,
+    repo_dir: Path,
+    values: Mapping[str, str],
+    skills: Sequence[Skill],
+    token: str | None,
+    constitution: Path | None = None,
+) -> None:
+    """Create ``home`` with its scaffold, its skills and (when given) its API token file.
+    Refuses a home that already exists: it may hold another agent's memory."""
+    scaffold = scaffold_dir(repo_dir)
+    private_dir(home.parent)
+    try:
+        home.mkdir(mode=0o700)
+    except FileExistsError:
+        raise HomeExists(
+            f"{home} already exists (a previous agent's home?): move it away or run "
+            f"`iris agents remove {home.name}`"
+        ) from None
+    try:
+        _fill_home(home, scaffold, values, skills, token, constitution)
+    except BaseException:
+        delete_home(home)  # created here, so removed here: never a half-made home
+        raise
+
+
+def _fill_home(
+    home: Path,
+    scaffold: Path,
+    values: Mapping[str, str],
+    skills: Sequence[Skill],
+    token: str | None,
+    constitution: Path | None,
+) -> None:
+    render_file(constitution or scaffold / "CONSTITUTION.md", home / "CONSTITUTION.md", values)
+    render_file(scaffold / "MEMORY.md", home / "MEMORY.md", values)
+    skills_dir = private_dir(home / "skills")
+    for skill in skills:
+        try:
+            shutil.copytree(
+                skill.path,
+                skills_dir / skill.path.name,
+                symlinks=False,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+            )
+        except (OSError, shutil.Error) as exc:
+            raise ConfigError(
+                f"cannot copy skill {skill.name!r} from {skill.path}: {exc}"
+            ) from None
+    if token is not None:
+        write_private_file(home / TOKEN_FILE_NAME, (token + "\n").encode("utf-8"))
+
+
+def archive_home(home: Path) -> Path | None:
+    """Move ``home`` to ``<agents dir>/.removed/<name>-<time>``: a removed agent's memory and
+    logs are kept until someone deletes them. None when there was no home."""
+    if not home.exists():
+        return None
+    removed = private_dir(home.parent / REMOVED_DIR)
+    target = removed / f"{home.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    suffix = 0
+    while target.exists():
+        suffix += 1
+        target = target.with_name(f"{target.name.split('.')[0]}.{suffix}")
+    home.rename(target)
+    return target
+
+
+def delete_home(home: Path) -> None:
+    shutil.rmtree(home, ignore_errors=True)

@@ -1,0 +1,55 @@
+"""Bridge ports for new sub-agents: the first free one in the configured range.
+
+A port is free when no registered agent uses it (as its bridge port or its API port, bridge + 100)
+and both it and its API port can be bound right now. The caller holds the registry lock while it
+chooses and registers, so concurrent spawns never pick the same port.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+from iris_runtime.agents.spawn_config import API_PORT_OFFSET, PortRange
+from iris_runtime.errors import IrisError
+
+
+class PortsExhausted(IrisError):
+    code = "ports_exhausted"
+    status = 409
+
+
+def ports_of(bridge_urls: Iterable[str]) -> set[int]:
+    """Every port the agents at these URLs occupy: their bridge ports and their API ports."""
+    taken: set[int] = set()
+    for url in bridge_urls:
+        port = urlsplit(url).port
+        if port is not None:
+            taken.update((port, port + API_PORT_OFFSET))
+    return taken
+
+
+def can_bind(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # No SO_REUSEADDR: a port in TIME_WAIT from a just-stopped agent counts as busy, so a
+        # new agent never races an old one's leftover connections.
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def allocate_bridge_port(ports: PortRange, taken: set[int]) -> int:
+    """The first port in ``ports`` whose bridge and API ports are both free."""
+    for port in ports:
+        api_port = port + API_PORT_OFFSET
+        if port in taken or api_port in taken:
+            continue
+        if can_bind(port) and can_bind(api_port):
+            return port
+    raise PortsExhausted(
+        f"no free bridge port in {ports} (each agent needs its port and that port + "
+        f"{API_PORT_OFFSET} free); remove an agent or widen IRIS_AGENT_PORTS"
+    )

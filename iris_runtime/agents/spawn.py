@@ -1,0 +1,554 @@
+"""``iris agents spawn`` and ``iris agents remove``: a sub-agent created completely, or not at all.
+
+Spawning is a sequence of steps, each with its undo pushed on a stack as it succeeds:
+
+1. validate the name and the skills (nothing is touched before these pass);
+2. register the agent in ``agents.json`` with a free bridge port, chosen under the registry lock,
+   and its allow-list (the skills' declared secrets plus its provider's key). This step is
+   unconditional: ``@name`` must work the moment spawn returns;
+3. create its home (constitution, memory, skills, its own API token);
+4. start it: a systemd unit, a process supervised by Iris, or a Docker container via Terraform;
+5. wait for ``/health`` on its API port and one round trip through its bridge port;
+6. commit the scaffold to the repo when a GitHub token is configured.
+
+Any failure, Ctrl-C included, runs the undo stack, so no unit, container, registry entry or held
+port is left behind. ``remove`` undoes a finished spawn the same way, keeping the home (memory,
+logs) under ``<agents dir>/.removed`` unless asked to purge it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import secrets
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from iris_runtime.agents.home import (
+    AgentRecord,
+    archive_home,
+    create_home,
+    delete_home,
+    skills_list,
+)
+from iris_runtime.agents.ports import allocate_bridge_port, ports_of
+from iris_runtime.agents.registry import (
+    NAME_RE,
+    AgentEntry,
+    AgentExists,
+    AgentRegistry,
+    registry_for,
+)
+from iris_runtime.agents.spawn_config import API_PORT_OFFSET, SpawnConfig
+from iris_runtime.config import TOKEN_FILE_NAME, Settings
+from iris_runtime.engine.skills import Skill, discover_skills, secrets_for_skills
+from iris_runtime.errors import InvalidInput, NotFound, ProvisionError
+from iris_runtime.provision.launch import (
+    PLATFORM_TOKEN_VARS,
+    AgentLaunch,
+    AgentService,
+    Progress,
+    no_progress,
+)
+from iris_runtime.tools.environment import is_withheld
+
+if TYPE_CHECKING:
+    from iris_runtime.provision.docker import DockerAgents
+
+log = logging.getLogger(__name__)
+
+MODES = ("service", "docker")
+# Names no agent may take: they would shadow Iris itself or its own files in the data dir.
+RESERVED_NAMES = frozenset({"iris", "main", "all", "agents", "secrets"})
+# Non-secret provider settings a new agent inherits from Iris, so it talks to the same endpoint.
+INHERITED_VARS = (
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_BASE_URL",
+    "IRIS_OPENAI_BASE_URL",
+    "IRIS_THINKING_BUDGET",
+    "IRIS_REASONING_EFFORT",
+    "IRIS_SCRIPT_FILE",
+    "IRIS_LOG_LEVEL",
+)
+# What `--env` may not set: the agent's identity and wiring are spawn's to decide.
+OWN_VARS = frozenset(
+    {
+        "AGENT_NAME",
+        "BRIDGE_PORT",
+        "IRIS_API_PORT",
+        "IRIS_API_HOST",
+        "IRIS_DATA_DIR",
+        "IRIS_SECRETS_MODE",
+        "IRIS_SECRET_BROKER_URL",
+        "IRIS_PROVIDER",
+        "IRIS_MODEL",
+        "IRIS_API_TOKEN_FILE",
+        *PLATFORM_TOKEN_VARS,
+    }
+)
+READY_POLL_SECONDS = 0.2
+ENV_NAME_RE = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
+
+
+@dataclass(frozen=True)
+class SpawnRequest:
+    name: str
+    skills: tuple[str, ...] = ()
+    mode: str = "service"
+    model: str | None = None
+    constitution: Path | None = None
+    unique_token: bool = False
+    service_manager: str | None = None  # overrides IRIS_SERVICE_MANAGER for this spawn
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SpawnResult:
+    entry: AgentEntry
+    record: AgentRecord
+    home: Path
+    seconds: float
+
+
+class Spawner:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        config: SpawnConfig | None = None,
+        plugin_skills: Sequence[Path] = (),
+        progress: Progress = no_progress,
+    ) -> None:
+        self.settings = settings
+        self.config = config or SpawnConfig.from_settings(settings)
+        self.registry: AgentRegistry = registry_for(settings)
+        self.plugin_skills = list(plugin_skills)
+        self.progress = progress
+
+    # -- spawn ----------------------------------------------------------------------------
+
+    def spawn(self, request: SpawnRequest) -> SpawnResult:
+        started = time.monotonic()
+        name = check_name(request.name)
+        if request.mode not in MODES:
+            raise InvalidInput(f"--mode must be service or docker, not {request.mode!r}")
+        skills = self.resolve_skills(request.skills)
+        extra_env = check_extra_env(request.extra_env)
+        manager = self.manager_for(request)
+        if self.registry.get(name) is not None:
+            raise AgentExists(f"an agent named {name!r} is already registered")
+        provider, model = self.settings.provider, self._model(request)
+        allow_list = [*secrets_for_skills(skills), *provider_key_vars(provider)]
+        # Built before anything is touched: a missing component fails here, with nothing to undo.
+        backend: AgentService | DockerAgents = (
+            self.docker() if manager == "docker" else self.service(manager)
+        )
+        own_token = manager != "docker"  # Docker tokens come from the Terraform module
+        token = secrets.token_urlsafe(32) if own_token else None
+        with contextlib.ExitStack() as undo:
+            entry = self.registry.add(name, self._choose_url, allow_list, token)
+            undo.callback(self._unregister, name)
+            port = _port_of(entry.bridge_url)
+            self.progress(
+                f"registered {name}: bridge port {port}, API port {port + API_PORT_OFFSET}, "
+                f"secrets {', '.join(entry.secrets) or '-'}"
+            )
+            home = self.config.agents_dir / name
+            create_home(
+                home,
+                repo_dir=self.config.repo_dir,
+                values=self._scaffold_values(name, port, skills),
+                skills=skills,
+                token=token,
+                constitution=request.constitution,
+            )
+            undo.callback(delete_home, home)
+            self.progress(f"created home {home}")
+            record = AgentRecord(
+                name=name,
+                mode=request.mode,
+                manager=manager,
+                bridge_port=port,
+                api_port=port + API_PORT_OFFSET,
+                skills=tuple(s.name for s in skills),
+                provider=provider,
+                model=model,
+                created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            )
+            record.write(home)
+            launch = self.launch_for(record, home, extra_env)
+            entry = self._start(launch, request, manager, backend, undo) or entry
+            self.wait_until_ready(launch, manager)
+            self._commit_scaffold(name, manager)
+            undo.pop_all()
+        seconds = time.monotonic() - started
+        self.progress(
+            f"{name} is ready ({seconds:.1f} s): @{name} answers through {launch.bridge_url}"
+        )
+        return SpawnResult(entry=entry, record=record, home=home, seconds=seconds)
+
+    def _start(
+        self,
+        launch: AgentLaunch,
+        request: SpawnRequest,
+        manager: str,
+        backend: AgentService | DockerAgents,
+        undo: contextlib.ExitStack,
+    ) -> AgentEntry | None:
+        """Start the agent; returns the updated entry when the start issued its token."""
+        if manager == "docker":
+            docker = cast("DockerAgents", backend)
+            undo.callback(docker.remove, launch.name, self.progress)
+            mode = self.settings.secrets_mode
+            # store/proxy scope the allow-list by the agent's own token, so they require one.
+            unique = request.unique_token or mode != "env"
+            token = docker.install(
+                launch, secrets_mode=mode, unique_token=unique, progress=self.progress
+            )
+            if token is None:
+                return None
+            # Same step as the apply: the container must never be left answering 401.
+            entry = self.registry.register(launch.name, launch.bridge_url, token=token)
+            self.progress(f"registered {launch.name}'s own API token (from the module output)")
+            return entry
+        service = cast(AgentService, backend)
+        undo.callback(service.remove, launch.name, self.progress)
+        service.install(launch, self.progress)
+        return None
+
+    # -- remove ---------------------------------------------------------------------------
+
+    def remove(self, name: str, *, purge: bool = False) -> None:
+        """Stop and delete agent ``name``: its unit, process or container, its Vault token, its
+        registration; its home is archived (or deleted with ``purge``)."""
+        name = check_name(name)
+        home = self.config.agents_dir / name
+        record = AgentRecord.read(home)
+        registered = self.registry.get(name) is not None
+        removed_any = False
+        for manager in self._managers_to_check(record):
+            backend = self.docker() if manager == "docker" else self.service(manager)
+            if backend.exists(name):
+                self.progress(f"stopping {name} ({manager})")
+                removed_any |= backend.remove(name, self.progress)
+        if self._revoke_vault_identity(name):
+            self.progress(f"revoked {name}'s Vault token and policy")
+        if registered:
+            self.registry.unregister(name)
+            self.progress(f"unregistered {name}")
+        if not (registered or removed_any or home.exists()):
+            raise NotFound(f"no agent named {name!r}: not registered, no home, nothing running")
+        if purge:
+            delete_home(home)
+            self.progress(f"deleted {home}")
+        elif (kept := archive_home(home)) is not None:
+            self.progress(f"kept its home (memory, logs) at {kept}")
+
+    def _managers_to_check(self, record: AgentRecord | None) -> list[str]:
+        if record is not None:
+            return [record.manager]
+        # No record (a hand-made home, an interrupted spawn): look everywhere cheap.
+        return ["systemd", "process"] if self._systemd_booted() else ["process"]
+
+    def _revoke_vault_identity(self, name: str) -> bool:
+        from iris_runtime.secrets.selection import backend_name
+
+        if backend_name(self.settings) != "vault":
+            return False
+        from iris_runtime.secrets.vault_identity import AgentVaultIdentity
+
+        return AgentVaultIdentity(self.settings).revoke(name)
+
+    # -- pieces ---------------------------------------------------------------------------
+
+    def resolve_skills(self, names: Sequence[str]) -> list[Skill]:
+        """The named skills (the workspace's own and the plugins'), or an error naming every
+        unknown one and what is available."""
+        if not names:
+            return []
+        available = {
+            s.name: s for s in discover_skills(self.settings.workspace, self.plugin_skills)
+        }
+        unknown = [n for n in names if n not in available]
+        if unknown:
+            known = ", ".join(sorted(available)) or "none"
+            raise InvalidInput(
+                f"unknown skill(s): {', '.join(unknown)} (available: {known})",
+                code="unknown_skill",
+            )
+        return [available[n] for n in dict.fromkeys(names)]
+
+    def manager_for(self, request: SpawnRequest) -> str:
+        if request.mode == "docker":
+            return "docker"
+        wanted = request.service_manager or self.config.service_manager
+        if wanted not in ("auto", "systemd", "process"):
+            raise InvalidInput(f"--service-manager must be systemd or process, not {wanted!r}")
+        if wanted == "auto":
+            return "systemd" if self._systemd_booted() else "process"
+        if wanted == "systemd" and not self._systemd_booted():
+            raise ProvisionError(
+                "--service-manager systemd: systemd is not running on this machine (no "
+                "/run/systemd/system); use --service-manager process"
+            )
+        return wanted
+
+    def service(self, manager: str) -> AgentService:
+        if manager == "systemd":
+            from iris_runtime.provision.systemd import SystemdService
+
+            return SystemdService(self.config.repo_dir, self.config.unit_dir)
+        from iris_runtime.provision.process_service import ProcessService
+
+        return ProcessService(self.settings.data_dir)
+
+    def docker(self) -> DockerAgents:
+        from iris_runtime.provision.docker import DockerAgents
+        from iris_runtime.provision.terraform import Terraform
+
+        return DockerAgents(
+            repo_dir=self.config.repo_dir,
+            data_dir=self.settings.data_dir,
+            image=self.config.docker_image,
+            base_image=self.config.docker_base_image,
+            terraform=Terraform(
+                self.config.repo_dir / "terraform", binary=self.config.terraform_bin
+            ),
+            env_file=self.settings.env_file,
+            broker_url=self.config.broker_url,
+        )
+
+    def agent_secrets_mode(self) -> str:
+        """The secrets mode a new agent runs in. Agents always resolve secrets through Iris's
+        broker, which serves ``env`` mode too, so the agent itself only needs store or proxy."""
+        return self.settings.secrets_mode if self.settings.secrets_mode == "proxy" else "store"
+
+    def launch_for(
+        self, record: AgentRecord, home: Path, extra_env: Mapping[str, str]
+    ) -> AgentLaunch:
+        env: dict[str, str] = {
+            name: self.settings.env[name].strip()
+            for name in INHERITED_VARS
+            if self.settings.env.get(name, "").strip()
+        }
+        env.update(extra_env)
+        env.update(
+            {
+                "AGENT_NAME": record.name,
+                "BRIDGE_PORT": str(record.bridge_port),
+                "IRIS_API_PORT": str(record.api_port),
+                "IRIS_API_HOST": "127.0.0.1",
+                "IRIS_DATA_DIR": str(home),
+                "IRIS_SECRETS_MODE": self.agent_secrets_mode(),
+                "IRIS_SECRET_BROKER_URL": self.config.broker_url,
+                "IRIS_PROVIDER": record.provider,
+                "IRIS_MODEL": record.model,
+                **dict.fromkeys(PLATFORM_TOKEN_VARS, ""),
+            }
+        )
+        if record.manager != "docker":
+            # A path, not the token: skills (get-secret) read it from the agent's environment.
+            env["IRIS_API_TOKEN_FILE"] = str(home / TOKEN_FILE_NAME)
+        return AgentLaunch(
+            name=record.name,
+            home=home,
+            bridge_port=record.bridge_port,
+            api_port=record.api_port,
+            command=(sys.executable, "-m", "iris_runtime", "serve"),
+            environment=env,
+            protected_paths=self._protected_paths(),
+        )
+
+    def _protected_paths(self) -> tuple[Path, ...]:
+        data = self.settings.data_dir
+        paths = [data / "secrets", data / "agents.json", data / TOKEN_FILE_NAME, data / "audit"]
+        if self.settings.env_file is not None:
+            paths.append(self.settings.env_file)
+        return tuple(paths)
+
+    def wait_until_ready(self, launch: AgentLaunch, manager: str) -> None:
+        """``/health`` on the API port, then one round trip through the bridge port."""
+        self.progress(f"waiting for {launch.health_url}")
+        deadline = time.monotonic() + self.config.health_timeout_seconds
+        while not _healthy(launch.health_url):
+            if time.monotonic() > deadline:
+                raise ProvisionError(
+                    f"{launch.name} did not become healthy within "
+                    f"{self.config.health_timeout_seconds:.0f} s ({launch.health_url})"
+                    + _log_hint(launch, manager)
+                )
+            time.sleep(READY_POLL_SECONDS)
+        problem = _bridge_problem(launch.bridge_url)
+        if problem:
+            raise ProvisionError(f"{launch.name}'s bridge at {launch.bridge_url}: {problem}")
+        self.progress(f"bridge round trip to {launch.bridge_url} ok")
+
+    def _commit_scaffold(self, name: str, manager: str) -> None:
+        """Commit what spawn changed in the repo (``terraform/agents.tf``) when a GitHub token is
+        configured and the repo is a git checkout; otherwise skip with one line."""
+        repo = self.config.repo_dir
+        if manager != "docker":
+            return  # nothing of a service-mode agent lives in the repo
+        if not self.config.github_token_set:
+            log.info("scaffold commit skipped: no GitHub token configured (IRIS_GITHUB_TOKEN)")
+            self.progress("scaffold commit skipped: no GitHub token configured")
+            return
+        if not (repo / ".git").exists():
+            log.info("scaffold commit skipped: %s is not a git checkout", repo)
+            self.progress(f"scaffold commit skipped: {repo} is not a git checkout")
+            return
+        path = "terraform/agents.tf"
+        git = ["git", "-C", str(repo), "-c", "user.name=Iris", "-c", "user.email=iris@localhost"]
+        subprocess.run([*git, "add", "--", path], check=False, capture_output=True, timeout=60)
+        done = subprocess.run(
+            [*git, "commit", "-m", f"agents: spawn {name} (docker)", "--", path],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if done.returncode == 0:
+            self.progress(f"committed {path}")
+        else:
+            log.warning("scaffold commit failed: %s", done.stderr.strip()[-300:])
+            self.progress("scaffold commit failed (see the log); the agent is running")
+
+    def _choose_url(self, entries: dict[str, AgentEntry]) -> str:
+        taken = ports_of(e.bridge_url for e in entries.values())
+        taken.update(self._ports_of_homes())
+        taken.add(self.settings.api_port)
+        return f"http://127.0.0.1:{allocate_bridge_port(self.config.ports, taken)}"
+
+    def _ports_of_homes(self) -> set[int]:
+        """Ports recorded by agent homes: an agent whose registration was removed by hand still
+        holds its port while its unit or process runs."""
+        taken: set[int] = set()
+        for record_file in self.config.agents_dir.glob("*/agent.json"):
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                data = json.loads(record_file.read_text(encoding="utf-8"))
+                taken.update((int(data["bridge_port"]), int(data["api_port"])))
+        return taken
+
+    def _scaffold_values(self, name: str, port: int, skills: Sequence[Skill]) -> dict[str, str]:
+        return {
+            "AGENT_NAME": name,
+            "BRIDGE_PORT": str(port),
+            "API_PORT": str(port + API_PORT_OFFSET),
+            "SKILLS": skills_list(skills),
+            "CREATED": time.strftime("%Y-%m-%d", time.gmtime()),
+        }
+
+    def _model(self, request: SpawnRequest) -> str:
+        return request.model or self.settings.subagent_model or self.settings.model
+
+    def _unregister(self, name: str) -> None:
+        self.registry.unregister(name)
+        self.progress(f"rolled back: unregistered {name}")
+
+    @staticmethod
+    def _systemd_booted() -> bool:
+        return Path("/run/systemd/system").is_dir()
+
+
+def check_name(name: str) -> str:
+    if not NAME_RE.fullmatch(name or ""):
+        raise InvalidInput(
+            f"invalid agent name {name!r}: use 1-63 of a-z, 0-9, '_' and '-', starting with a "
+            "letter or digit",
+            code="invalid_agent_name",
+        )
+    if name in RESERVED_NAMES:
+        raise InvalidInput(f"{name!r} is reserved; choose another name", code="invalid_agent_name")
+    return name
+
+
+def check_extra_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """``--env`` values: plain settings only. Credentials go through the broker, and the agent's
+    identity is spawn's to set."""
+    out: dict[str, str] = {}
+    for name, value in extra.items():
+        if not ENV_NAME_RE.fullmatch(name):
+            raise InvalidInput(f"--env {name!r}: not an environment variable name")
+        if name in OWN_VARS:
+            raise InvalidInput(f"--env {name}: set by spawn itself")
+        if is_withheld(name):
+            raise InvalidInput(
+                f"--env {name}: looks like a credential; store it as a secret and declare it in "
+                "a skill's secrets: instead (units and state files are not secret)"
+            )
+        if "\n" in value or "\0" in value:
+            raise InvalidInput(f"--env {name}: the value must be one line")
+        out[name] = value
+    return out
+
+
+def provider_key_vars(provider: str) -> list[str]:
+    """The secret a provider needs, which the agent fetches from the broker under its variable
+    name: it must be on the allow-list, nothing arrives implicitly."""
+    if provider == "anthropic":
+        from iris_runtime.providers.anthropic import KEY_VAR
+
+        return [KEY_VAR]
+    if provider == "openai":
+        from iris_runtime.providers.openai_compat import KEY_VAR as OPENAI_KEY
+
+        return [OPENAI_KEY]
+    return []
+
+
+def _port_of(url: str) -> int:
+    from urllib.parse import urlsplit
+
+    port = urlsplit(url).port
+    assert port is not None  # spawn chose it
+    return port
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (loopback http)
+            return bool(response.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def _bridge_problem(bridge_url: str) -> str | None:
+    """Ask the bridge for a job that cannot exist: an Iris bridge answers 404 ``unknown_job``.
+    Cheap (no model turn) and proves the bridge listener, not just the API, is up."""
+    url = f"{bridge_url}/bridge/jobs/{uuid.uuid4()}"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310
+            return f"expected 404 for an unknown job, got {response.status}"
+    except urllib.error.HTTPError as exc:
+        try:
+            code = json.loads(exc.read() or b"{}").get("code")
+        except ValueError:
+            code = None
+        if exc.code == 404 and code == "unknown_job":
+            return None
+        return f"unexpected answer {exc.code} ({code or 'not JSON'})"
+    except OSError as exc:
+        return f"not reachable: {exc}"
+
+
+def _log_hint(launch: AgentLaunch, manager: str) -> str:
+    if manager == "systemd":
+        return f"; see `journalctl -u {launch.unit_name}`"
+    if manager == "docker":
+        return f"; see `docker logs iris-agent-{launch.name}`"
+    log_file = launch.home / "logs" / "agent.log"
+    try:
+        tail = log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
+    except OSError:
+        return ""
+    return f"; last lines of {log_file}:\n" + "\n".join(tail)

@@ -1,0 +1,104 @@
+"""Where and how ``iris agents spawn`` provisions sub-agents, read from the environment.
+
+Kept apart from :class:`~iris_runtime.config.Settings` because only the spawn path needs it; it
+reads the same environment snapshot (``settings.env``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from iris_runtime.config import Settings
+from iris_runtime.errors import ConfigError
+
+DEFAULT_REPO_DIR = Path("/iris/repo")
+DEFAULT_PORT_RANGE = "4000-4099"
+SERVICE_MANAGERS = ("auto", "systemd", "process")
+API_PORT_OFFSET = 100  # a sub-agent's internal API (and /health) lives at bridge port + 100
+
+
+@dataclass(frozen=True)
+class PortRange:
+    first: int
+    last: int
+
+    @classmethod
+    def parse(cls, text: str) -> PortRange:
+        first, sep, last = text.strip().partition("-")
+        try:
+            low, high = int(first), int(last if sep else first)
+        except ValueError:
+            raise ConfigError(f"IRIS_AGENT_PORTS must look like 4000-4099, not {text!r}") from None
+        if not 1024 <= low <= high or high + API_PORT_OFFSET > 65535:
+            raise ConfigError(
+                f"IRIS_AGENT_PORTS {text!r}: need 1024 <= first <= last and last + "
+                f"{API_PORT_OFFSET} <= 65535 (the API port is the bridge port + {API_PORT_OFFSET})"
+            )
+        return cls(low, high)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.first, self.last + 1))
+
+    def __str__(self) -> str:
+        return f"{self.first}-{self.last}"
+
+
+@dataclass(frozen=True)
+class SpawnConfig:
+    repo_dir: Path
+    agents_dir: Path
+    ports: PortRange
+    service_manager: str
+    unit_dir: Path
+    broker_url: str
+    health_timeout_seconds: float
+    docker_image: str
+    docker_base_image: str
+    terraform_bin: str
+    github_token_set: bool
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SpawnConfig:
+        env = settings.env
+        manager = _get(env, "IRIS_SERVICE_MANAGER", "auto").lower()
+        if manager not in SERVICE_MANAGERS:
+            choices = ", ".join(SERVICE_MANAGERS)
+            raise ConfigError(f"IRIS_SERVICE_MANAGER must be one of {choices}, not {manager!r}")
+        agents_dir = _get(env, "IRIS_AGENTS_DIR", "")
+        return cls(
+            repo_dir=Path(_get(env, "IRIS_REPO_DIR", str(DEFAULT_REPO_DIR))).expanduser(),
+            agents_dir=(
+                Path(agents_dir).expanduser() if agents_dir else settings.data_dir / "agents"
+            ).resolve(),
+            ports=PortRange.parse(_get(env, "IRIS_AGENT_PORTS", DEFAULT_PORT_RANGE)),
+            service_manager=manager,
+            unit_dir=Path(_get(env, "IRIS_SYSTEMD_UNIT_DIR", "/etc/systemd/system")),
+            broker_url=_get(env, "IRIS_AGENT_BROKER_URL", "").rstrip("/")
+            or f"http://127.0.0.1:{settings.api_port}",
+            health_timeout_seconds=_seconds(env, "IRIS_AGENT_HEALTH_TIMEOUT_SECONDS", 60.0),
+            docker_image=_get(env, "IRIS_DOCKER_IMAGE", "iris-runtime:local"),
+            docker_base_image=_get(env, "IRIS_DOCKER_BASE_IMAGE", "python:3.11-slim"),
+            terraform_bin=_get(env, "IRIS_TERRAFORM_BIN", "terraform"),
+            github_token_set=bool(
+                _get(env, "IRIS_GITHUB_TOKEN", "") or _get(env, "GITHUB_TOKEN", "")
+            ),
+        )
+
+
+def _get(env: Mapping[str, str], name: str, default: str) -> str:
+    return env.get(name, "").strip() or default
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, not {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, not {raw!r}")
+    return value

@@ -1,0 +1,74 @@
+"""A Debian bookworm root file system made with ``debootstrap``, shared by the tests that need a
+real host: booted with ``systemd-nspawn`` (systemd as PID 1) and imported as a Docker base image.
+
+Built once per test session (about a minute) under the session's temp dir. The packages are the
+ones both uses need: systemd to boot, and Python 3.11 with venv for the runtime image. The host's
+own Python also runs inside it (same Debian release), which is how the nspawn tests run the
+checkout under test without installing it again.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SUITE = "bookworm"
+PACKAGES = (
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "python3",
+    "python3-venv",
+    "ca-certificates",
+    "iproute2",
+    "procps",
+)
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+
+def host_tools_missing(*tools: str) -> list[str]:
+    return [tool for tool in tools if shutil.which(tool) is None]
+
+
+def require_root_and(*tools: str) -> None:
+    """Skip with the reason when the machine cannot run these tests (CI installs everything)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (debootstrap, systemd-nspawn and dockerd run as root)")
+    missing = host_tools_missing(*tools)
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (make test installs them on Debian)")
+
+
+def build_rootfs(target: Path) -> Path:
+    """Run debootstrap into ``target`` (once; a finished tree is marked and reused)."""
+    done = target / ".iris-rootfs-complete"
+    if done.exists():
+        return target
+    if target.exists():
+        shutil.rmtree(target)  # a half-built tree from an interrupted run
+    mirror = os.environ.get("IRIS_TEST_DEBIAN_MIRROR", DEFAULT_MIRROR)
+    command = [
+        "debootstrap",
+        "--variant=minbase",
+        f"--include={','.join(PACKAGES)}",
+        SUITE,
+        str(target),
+        mirror,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
+        raise RuntimeError(f"debootstrap failed ({result.returncode}):\n{tail}")
+    done.touch()
+    return target
+
+
+@pytest.fixture(scope="session")
+def debian_rootfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A pristine bookworm tree. Treat it as read-only: boot it with an overlay or copy it."""
+    require_root_and("debootstrap")
+    return build_rootfs(tmp_path_factory.getbasetemp() / "debian-rootfs")
