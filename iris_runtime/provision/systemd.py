@@ -1,0 +1,231 @@
+"""Service mode: one systemd unit per sub-agent, ``iris-agent-NAME.service``.
+
+Install renders and verifies the unit before systemd ever sees it, moves it into place
+atomically, enables and starts it, and watches it for a moment so a command that dies at once is
+reported with its journal lines instead of as a later health-check timeout. Whatever install
+created is removed again when a step fails.
+
+``systemctl``/``journalctl`` may be argv prefixes rather than names, so the same code drives a
+systemd in another namespace (the tests run ``nsenter -t PID -a -- systemctl`` into a booted
+container, and pass the container's unit directory as seen from the host).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from iris_runtime.errors import ProvisionError
+from iris_runtime.provision.launch import AgentLaunch, Progress
+from iris_runtime.provision.unit import render_unit, template_path, unit_file_name, verify_unit
+
+SYSTEMD_RUN_DIR = Path("/run/systemd/system")
+JOURNAL_LINES = 20
+_COMMAND_TIMEOUT = 90.0  # a stop may take TimeoutStopSec= (30 s) before systemd kills
+_NOT_LOADED = ("not loaded", "does not exist", "not found", "No such file")
+
+
+def systemd_running() -> bool:
+    """sd_booted(): systemd is PID 1 here (not in most containers, CI runners, WSL)."""
+    return SYSTEMD_RUN_DIR.is_dir()
+
+
+class SystemdService:
+    """An :class:`~iris_runtime.provision.launch.AgentService` backed by systemd units."""
+
+    kind = "systemd"
+
+    def __init__(
+        self,
+        repo_dir: Path,
+        unit_dir: Path = Path("/etc/systemd/system"),
+        systemctl: str | Sequence[str] = "systemctl",
+        *,
+        journalctl: str | Sequence[str] = "journalctl",
+        systemd_analyze: str = "systemd-analyze",
+        user: str | None = None,
+        settle_seconds: float = 1.5,
+    ) -> None:
+        self.repo_dir = Path(repo_dir)
+        self.unit_dir = Path(unit_dir)
+        self.systemctl = _argv(systemctl)
+        self.journalctl = _argv(journalctl)
+        self.systemd_analyze = systemd_analyze
+        self.user = user
+        # How long a freshly started unit must stay up before install trusts it. Short: spawn
+        # waits for /health afterwards anyway; this only catches commands that die at once.
+        self.settle_seconds = settle_seconds
+
+    def unit_path(self, name: str) -> Path:
+        return self.unit_dir / unit_file_name(name)
+
+    def exists(self, name: str) -> bool:
+        return self.unit_path(name).exists()
+
+    def install(self, launch: AgentLaunch, progress: Progress) -> None:
+        unit = unit_file_name(launch.name)
+        path = self.unit_dir / unit
+        if path.exists():
+            raise ProvisionError(f"{path} already exists: remove the agent {launch.name!r} first")
+        if not self.unit_dir.is_dir():
+            raise ProvisionError(
+                f"systemd unit directory {self.unit_dir} does not exist (IRIS_SYSTEMD_UNIT_DIR)"
+            )
+        template = template_path(self.repo_dir)
+        progress(f"rendering {unit} from {template}")
+        text = render_unit(launch, template, user=self.user)
+        progress(f"checking {unit} with systemd-analyze verify")
+        with tempfile.TemporaryDirectory(prefix="iris-unit-") as scratch:
+            candidate = Path(scratch) / unit
+            candidate.write_text(text, encoding="utf-8")
+            verify_unit(candidate, systemd_analyze=self.systemd_analyze)
+        try:
+            progress(f"writing {path}")
+            _write_atomically(path, text)
+            progress("systemctl daemon-reload")
+            self._systemctl("daemon-reload")
+            progress(f"systemctl enable --now {unit}")
+            started = self._systemctl("enable", "--now", unit, check=False)
+            if started.returncode != 0:
+                raise ProvisionError(
+                    f"{unit} did not start: {started.stderr.strip()}\n{self._journal(unit)}"
+                )
+            progress(f"checking that {unit} stays up")
+            self._wait_settled(unit)
+            progress(f"{unit} is running")
+        except BaseException:  # Ctrl-C included: never leave a half-installed unit behind
+            self._undo(unit, path)
+            raise
+
+    def remove(self, name: str, progress: Progress) -> bool:
+        unit = unit_file_name(name)
+        path = self.unit_dir / unit
+        if not path.exists() and not self._known(unit):
+            return False
+        problems: list[str] = []
+        progress(f"systemctl disable --now {unit}")
+        stopped = self._systemctl("disable", "--now", unit, check=False)
+        if stopped.returncode != 0 and not _not_loaded(stopped.stderr):
+            problems.append(f"systemctl disable --now {unit}: {stopped.stderr.strip()}")
+        if path.exists():
+            progress(f"deleting {path}")
+            try:
+                path.unlink()
+            except OSError as exc:
+                problems.append(f"cannot delete {path}: {exc.strerror}")
+        progress("systemctl daemon-reload")
+        reloaded = self._systemctl("daemon-reload", check=False)
+        if reloaded.returncode != 0:
+            problems.append(f"systemctl daemon-reload: {reloaded.stderr.strip()}")
+        # Forget a failed state (and its restart counter) so the name can be spawned again.
+        self._systemctl("reset-failed", unit, check=False)
+        if problems:
+            raise ProvisionError(f"removing {unit} failed: " + "; ".join(problems))
+        return True
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _systemctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = _run([*self.systemctl, *args])
+        if check and result.returncode != 0:
+            raise ProvisionError(
+                f"systemctl {' '.join(args)} failed (exit {result.returncode}): "
+                f"{result.stderr.strip() or result.stdout.strip()}"
+            )
+        return result
+
+    def _show(self, unit: str, *props: str) -> dict[str, str]:
+        args = ["show", unit]
+        for prop in props:
+            args += ["-p", prop]
+        out = self._systemctl(*args, check=False).stdout
+        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+    def _known(self, unit: str) -> bool:
+        """Loaded in systemd even without a file (deleted by hand while running, or failed)."""
+        state = self._show(unit, "LoadState", "ActiveState")
+        loaded = state.get("LoadState", "not-found") != "not-found"
+        return loaded or state.get("ActiveState", "inactive") != "inactive"
+
+    def _wait_settled(self, unit: str) -> None:
+        deadline = time.monotonic() + self.settle_seconds
+        while True:
+            state = self._show(unit, "ActiveState", "SubState", "NRestarts", "Result")
+            active, sub = state.get("ActiveState", ""), state.get("SubState", "")
+            if (
+                active in ("failed", "inactive")
+                or sub == "auto-restart"
+                or (state.get("NRestarts", "0") != "0")
+            ):
+                raise ProvisionError(
+                    f"{unit} failed to start ({active}/{sub}, result {state.get('Result')})\n"
+                    f"{self._journal(unit)}"
+                )
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.1)
+
+    def _journal(self, unit: str) -> str:
+        result = _run([*self.journalctl, "-u", unit, "-n", str(JOURNAL_LINES), "--no-pager"])
+        lines = (result.stdout or result.stderr).strip()
+        return f"last lines of `journalctl -u {unit}`:\n{lines or '(no journal entries)'}"
+
+    def _undo(self, unit: str, path: Path) -> None:
+        """Best effort: stop, disable, delete and forget the unit; errors are not reported
+        (the install's own error is the one that matters)."""
+        steps = (
+            lambda: self._systemctl("disable", "--now", unit, check=False),
+            lambda: path.unlink(missing_ok=True),
+            lambda: self._systemctl("daemon-reload", check=False),
+            lambda: self._systemctl("reset-failed", unit, check=False),
+        )
+        for step in steps:
+            with contextlib.suppress(ProvisionError, OSError):
+                step()
+
+
+def _argv(command: str | Sequence[str]) -> tuple[str, ...]:
+    return (command,) if isinstance(command, str) else tuple(command)
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=_COMMAND_TIMEOUT, check=False
+        )
+    except FileNotFoundError:
+        raise ProvisionError(f"{argv[0]} not found: service mode needs systemd") from None
+    except subprocess.TimeoutExpired:
+        command = " ".join(argv)
+        raise ProvisionError(f"{command} did not finish in {_COMMAND_TIMEOUT:.0f} s") from None
+
+
+def _not_loaded(stderr: str) -> bool:
+    return any(marker in stderr for marker in _NOT_LOADED)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Readers (systemd) see the old file or the whole new one. 0644: a unit holds no secret."""
+    try:
+        fd, scratch = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise ProvisionError(
+            f"cannot write to {path.parent}: {exc.strerror} (service mode needs root, or use "
+            "--service-manager process)"
+        ) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fchmod(handle.fileno(), 0o644)
+            os.fsync(handle.fileno())
+        os.replace(scratch, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(scratch)
+        raise

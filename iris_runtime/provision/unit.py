@@ -1,0 +1,175 @@
+"""The systemd unit of a sub-agent, rendered from ``agents/service/iris-agent.service.j2``.
+
+The template is shared with the Ansible role, so it takes plain variables and does the systemd
+escaping itself (quotes, backslashes, ``%`` specifiers, ``$`` in ``ExecStart=``). What it cannot
+write safely is refused here, before rendering: newlines and other control characters (a newline
+in an ``Environment=`` value would start a new directive, e.g. an ``EnvironmentFile=``), paths
+with whitespace, quotes or backslashes (``WorkingDirectory=`` has no quoting), and anything that
+looks like a secret value, since the unit file is world-readable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import jinja2
+
+from iris_runtime.config import TOKEN_FILE_NAME
+from iris_runtime.errors import ProvisionError
+from iris_runtime.provision.launch import PLATFORM_TOKEN_VARS, AgentLaunch
+
+UNIT_TEMPLATE = PurePosixPath("agents/service/iris-agent.service.j2")
+"""Where the unit template lives, relative to the checkout (``IRIS_REPO_DIR``)."""
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}|[0-9]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_UNSAFE_IN_PATH = re.compile(r"[\s\"'\\]")
+# Variables whose non-empty value is a credential: the agent gets those from its home (its API
+# token) or the parent's broker, never from its world-readable unit.
+_SECRET_NAME = re.compile(r"(TOKEN|SECRET|SECRET_ID|PASSWORD|API_KEY)$")
+_TMP_DIRS = ("/tmp/", "/var/tmp/")  # noqa: S108 (recognising these paths, not using them)
+
+
+def template_path(repo_dir: Path) -> Path:
+    """The unit template in the checkout; a clear error when ``repo_dir`` is not one."""
+    path = Path(repo_dir) / UNIT_TEMPLATE
+    if not path.is_file():
+        raise ProvisionError(
+            f"systemd unit template not found at {path}: IRIS_REPO_DIR ({repo_dir}) must point "
+            "at the Iris checkout"
+        )
+    return path
+
+
+def unit_file_name(name: str) -> str:
+    """``iris-agent-NAME.service``, for a name that can safely be part of a unit (and a path)."""
+    if not _NAME.fullmatch(name):
+        raise ProvisionError(
+            f"agent name {name!r} cannot name a systemd unit (letters, digits, '-', '_', '.'; "
+            "at most 64)"
+        )
+    return f"iris-agent-{name}.service"
+
+
+def unit_variables(launch: AgentLaunch, *, user: str | None = None) -> dict[str, Any]:
+    """The template's plain variables for ``launch``, after refusing what cannot be written."""
+    unit_file_name(launch.name)  # refuses a name that cannot be a unit's
+    if not launch.command or not launch.command[0].startswith("/"):
+        raise ProvisionError(f"the command must start with an absolute path: {launch.command!r}")
+    for arg in launch.command:
+        _refuse_control(arg, "command argument")
+    environment = dict(launch.environment)
+    for key, value in environment.items():
+        if not _ENV_NAME.fullmatch(key):
+            raise ProvisionError(f"invalid environment variable name {key!r}")
+        _refuse_control(value, f"the value of {key}")
+        if value and (_SECRET_NAME.search(key) or key in PLATFORM_TOKEN_VARS):
+            raise ProvisionError(
+                f"{key} has a value: a unit file is world-readable and never holds a credential "
+                "(the agent's API token is in its home, everything else comes from the broker)"
+            )
+    for key in PLATFORM_TOKEN_VARS:
+        environment.setdefault(key, "")  # explicitly empty: never Iris's own bot
+    if user is not None and not _USER.fullmatch(user):
+        raise ProvisionError(f"invalid user name {user!r}")
+    return {
+        "name": launch.name,
+        "command": list(launch.command),
+        "home": _plain_path(launch.home, "agent home"),
+        "environment": environment,
+        "protected_paths": [_plain_path(p, "protected path") for p in launch.protected_paths],
+        "user": user or "",
+        "group": "",
+        "private_tmp": not _uses_tmp(launch),
+    }
+
+
+def render_unit(launch: AgentLaunch, template: Path, *, user: str | None = None) -> str:
+    """The unit text for ``launch``, rendered in one pass from ``template``."""
+    variables = unit_variables(launch, user=user)
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template.parent)),
+        undefined=jinja2.StrictUndefined,
+        # A unit file is not HTML: the template escapes for systemd itself.
+        autoescape=False,  # noqa: S701
+        trim_blocks=True,  # as Ansible's template module renders it
+        keep_trailing_newline=True,
+    )
+    try:
+        text = environment.get_template(template.name).render(variables)
+    except jinja2.TemplateError as exc:
+        raise ProvisionError(f"cannot render {template}: {exc}") from None
+    _refuse_token(text, launch.home)
+    return text
+
+
+def verify_unit(path: Path, *, systemd_analyze: str = "systemd-analyze") -> None:
+    """Run ``systemd-analyze verify``; anything it prints on stderr (warnings included) is an
+    error. The file must be named like the unit (``iris-agent-NAME.service``)."""
+    try:
+        result = subprocess.run(
+            [systemd_analyze, "verify", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise ProvisionError(f"{systemd_analyze} not found: install systemd") from None
+    except subprocess.TimeoutExpired:
+        raise ProvisionError(f"systemd-analyze verify {path} did not finish") from None
+    problems = result.stderr.strip()
+    if problems or result.returncode != 0:
+        raise ProvisionError(
+            f"systemd-analyze verify {path.name} failed (exit {result.returncode}):\n"
+            f"{problems or result.stdout.strip()}"
+        )
+
+
+def _refuse_control(value: str, what: str) -> None:
+    if _CONTROL.search(value):
+        raise ProvisionError(
+            f"{what} contains a newline or control character, which a unit file cannot hold "
+            f"safely: {value!r}"
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProvisionError(f"{what} is not valid UTF-8: {value!r}") from None
+
+
+def _plain_path(path: Path, what: str) -> str:
+    text = str(path)
+    _refuse_control(text, what)
+    if not path.is_absolute() or any(part in (".", "..") for part in text.split("/")):
+        raise ProvisionError(f"{what} must be an absolute, normalized path: {text!r}")
+    if _UNSAFE_IN_PATH.search(text):
+        raise ProvisionError(
+            f"{what} {text!r} contains whitespace, a quote or a backslash, which systemd's "
+            "WorkingDirectory=/ReadWritePaths= cannot hold safely"
+        )
+    return text
+
+
+def _uses_tmp(launch: AgentLaunch) -> bool:
+    """Whether the agent needs the real /tmp: its home, its interpreter (a checkout or venv
+    under /tmp in tests and CI) would vanish behind PrivateTmp=."""
+    paths = [str(launch.home), os.path.realpath(launch.command[0])]
+    paths += [arg for arg in launch.command if arg.startswith("/")]
+    return any((path + "/").startswith(_TMP_DIRS) for path in paths)
+
+
+def _refuse_token(text: str, home: Path) -> None:
+    """Last line of defence: the agent's own API token never ends up in its unit."""
+    try:
+        token = (home / TOKEN_FILE_NAME).read_text(encoding="utf-8").strip()
+    except OSError:
+        return  # not created yet, or not readable by us: nothing we could have copied
+    if token and token in text:
+        raise ProvisionError(f"the unit for {home.name} would contain its API token; refused")

@@ -1,0 +1,206 @@
+"""The sub-agent unit rendered from agents/service/iris-agent.service.j2: literal environment, no
+EnvironmentFile=, no token values, systemd escaping, refusals, and `systemd-analyze verify` with
+nothing on stderr (on this host, where systemd need not be PID 1)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from iris_runtime.errors import ProvisionError
+from iris_runtime.provision.launch import PLATFORM_TOKEN_VARS, AgentLaunch
+from iris_runtime.provision.unit import render_unit, template_path, verify_unit
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATE = template_path(REPO)
+TOKEN = "tok-3f9a1c77e2b84d0c9e51a6b2d4c8f013"
+
+needs_systemd_analyze = pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="needs systemd-analyze (systemd package)"
+)
+
+
+def agent_home(tmp_path: Path, name: str = "digest") -> Path:
+    home = tmp_path / "agents" / name
+    home.mkdir(parents=True)
+    token = home / "api-token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+    return home
+
+
+def make_launch(home_dir: Path, **changes: object) -> AgentLaunch:
+    home = home_dir
+    values: dict[str, object] = {
+        "name": home.name,
+        "home": home,
+        "bridge_port": 4001,
+        "api_port": 4101,
+        "command": (sys.executable, "-m", "iris_runtime", "serve"),
+        "environment": {
+            "AGENT_NAME": home.name,
+            "BRIDGE_PORT": "4001",
+            "IRIS_API_PORT": "4101",
+            "IRIS_API_HOST": "127.0.0.1",
+            "IRIS_DATA_DIR": str(home),
+            "IRIS_SECRETS_MODE": "store",
+            "IRIS_SECRET_BROKER_URL": "http://127.0.0.1:3000",
+            "IRIS_PROVIDER": "anthropic",
+            "IRIS_MODEL": "claude-sonnet-4-5",
+            "IRIS_SLACK_APP_TOKEN": "",
+            "IRIS_SLACK_BOT_TOKEN": "",
+            "TELEGRAM_BOT_TOKEN": "",
+        },
+        "protected_paths": (Path("/var/lib/iris/secrets"), Path("/var/lib/iris/agents.json")),
+    }
+    values.update(changes)
+    return AgentLaunch(**values)  # type: ignore[arg-type]
+
+
+def directives(unit: str, key: str) -> list[str]:
+    return [line.split("=", 1)[1] for line in unit.splitlines() if line.startswith(f"{key}=")]
+
+
+def verified(unit: str, tmp_path: Path, name: str = "digest") -> None:
+    path = tmp_path / "verify" / f"iris-agent-{name}.service"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(unit)
+    verify_unit(path)  # raises with systemd-analyze's stderr when it prints anything
+
+
+@needs_systemd_analyze
+def test_unit_has_literal_environment_no_env_file_no_token_and_verifies(tmp_path: Path) -> None:
+    home = agent_home(tmp_path)
+    launch = make_launch(home)
+    unit = render_unit(launch, TEMPLATE)
+
+    assert "EnvironmentFile" not in unit
+    assert TOKEN not in unit
+    environment = directives(unit, "Environment")
+    for var in PLATFORM_TOKEN_VARS:
+        assert f'"{var}="' in environment
+    assert '"AGENT_NAME=digest"' in environment
+    assert '"IRIS_SECRET_BROKER_URL=http://127.0.0.1:3000"' in environment
+    assert directives(unit, "ExecStart") == [f'"{sys.executable}" "-m" "iris_runtime" "serve"']
+    assert directives(unit, "WorkingDirectory") == [str(home)]
+    assert directives(unit, "ReadWritePaths") == [str(home)]
+    assert directives(unit, "InaccessiblePaths") == [
+        "-/var/lib/iris/secrets",
+        "-/var/lib/iris/agents.json",
+    ]
+    for hardening in ("NoNewPrivileges=yes", "ProtectSystem=strict", "UMask=0077"):
+        assert hardening in unit.splitlines()
+    assert directives(unit, "Restart") == ["always"]
+    verified(unit, tmp_path)
+
+
+def test_platform_tokens_are_added_empty_when_the_launch_leaves_them_out(tmp_path: Path) -> None:
+    launch = make_launch(agent_home(tmp_path), environment={"AGENT_NAME": "digest"})
+    environment = directives(render_unit(launch, TEMPLATE), "Environment")
+    assert environment == ['"AGENT_NAME=digest"'] + [f'"{var}="' for var in PLATFORM_TOKEN_VARS]
+
+
+@needs_systemd_analyze
+def test_hostile_characters_are_escaped_for_systemd(tmp_path: Path) -> None:
+    home = agent_home(tmp_path)
+    launch = make_launch(
+        home,
+        command=(sys.executable, "-c", 'print("100% $HOME")', "back\\slash", "it's"),
+        environment={"NOTE": 'say "hi" 50% off, $5 \\o/'},
+    )
+    unit = render_unit(launch, TEMPLATE)
+
+    # "%" doubled everywhere (specifiers); "$" doubled only in ExecStart=, which expands $VAR.
+    assert directives(unit, "ExecStart") == [
+        f'"{sys.executable}" "-c" "print(\\"100%% $$HOME\\")" "back\\\\slash" "it\'s"'
+    ]
+    assert '"NOTE=say \\"hi\\" 50%% off, $5 \\\\o/"' in directives(unit, "Environment")
+    verified(unit, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"environment": {"NOTE": "one\nEnvironmentFile=/iris/.env"}}, "newline"),
+        ({"environment": {"NOTE": "bell\x07"}}, "control character"),
+        ({"command": ("/bin/echo", "two\nlines")}, "newline"),
+        ({"command": ("echo", "relative")}, "absolute path"),
+        ({"command": ()}, "absolute path"),
+        ({"environment": {"BAD-NAME": "x"}}, "invalid environment variable name"),
+        ({"environment": {"TELEGRAM_BOT_TOKEN": "123:abc"}}, "credential"),
+        ({"environment": {"IRIS_API_TOKEN": "t"}}, "credential"),
+        ({"environment": {"ANTHROPIC_API_KEY": "sk"}}, "credential"),
+        ({"home": Path("/var/lib/iris/agents/with space")}, "whitespace"),
+        ({"home": Path("/var/lib/iris/agents/quote'd")}, "quote"),
+        ({"home": Path("relative/home")}, "absolute"),
+        ({"home": Path("/var/lib/iris/../etc")}, "normalized"),
+        ({"protected_paths": (Path("/secrets\\dir"),)}, "backslash"),
+        ({"name": "../../etc/evil"}, "cannot name a systemd unit"),
+        ({"name": "a b"}, "cannot name a systemd unit"),
+    ],
+)
+def test_values_that_cannot_be_written_safely_are_refused(
+    tmp_path: Path, changes: dict[str, object], message: str
+) -> None:
+    launch = make_launch(agent_home(tmp_path), **changes)
+    with pytest.raises(ProvisionError, match=message):
+        render_unit(launch, TEMPLATE)
+
+
+def test_the_agents_own_token_never_lands_in_its_unit(tmp_path: Path) -> None:
+    home = agent_home(tmp_path)
+    launch = make_launch(home, environment={"NOTE": f"copied {TOKEN} by mistake"})
+    with pytest.raises(ProvisionError, match="API token"):
+        render_unit(launch, TEMPLATE)
+
+
+def test_an_invalid_user_is_refused_and_a_valid_one_is_written(tmp_path: Path) -> None:
+    launch = make_launch(agent_home(tmp_path))
+    with pytest.raises(ProvisionError, match="invalid user"):
+        render_unit(launch, TEMPLATE, user="root\nUser=x")
+    assert directives(render_unit(launch, TEMPLATE, user="iris"), "User") == ["iris"]
+    assert directives(render_unit(launch, TEMPLATE), "User") == []
+
+
+@pytest.mark.parametrize(
+    ("home", "protect_home", "private_tmp"),
+    [
+        ("/var/lib/iris/agents/digest", ["read-only"], ["yes"]),
+        ("/home/iris/agents/digest", [], ["yes"]),
+        ("/root/.iris/agents/digest", [], ["yes"]),
+        ("/tmp/agents/digest", ["read-only"], []),
+    ],
+)
+def test_protect_home_and_private_tmp_never_hide_the_agents_home(
+    home: str, protect_home: list[str], private_tmp: list[str]
+) -> None:
+    # The command is /bin/sh here so only the home decides (a venv under /tmp also turns off
+    # PrivateTmp, see below).
+    launch = make_launch(Path(home), command=("/bin/sh", "-c", "exit 0"))
+    unit = render_unit(launch, TEMPLATE)
+    assert directives(unit, "ProtectHome") == protect_home
+    assert directives(unit, "PrivateTmp") == private_tmp
+
+
+def test_a_command_under_tmp_keeps_the_real_tmp() -> None:
+    launch = make_launch(
+        Path("/var/lib/iris/agents/digest"),
+        command=("/tmp/ci-clone/.venv/bin/python", "-m", "iris_runtime", "serve"),
+    )
+    assert directives(render_unit(launch, TEMPLATE), "PrivateTmp") == []
+
+
+@needs_systemd_analyze
+def test_verify_reports_what_systemd_analyze_prints(tmp_path: Path) -> None:
+    unit = render_unit(make_launch(agent_home(tmp_path)), TEMPLATE)
+    broken = unit.replace("[Service]\n", "[Service]\nNoSuchDirective=1\n")
+    with pytest.raises(ProvisionError, match="NoSuchDirective"):
+        verified(broken, tmp_path)
+
+
+def test_a_missing_template_names_iris_repo_dir(tmp_path: Path) -> None:
+    with pytest.raises(ProvisionError, match="IRIS_REPO_DIR"):
+        template_path(tmp_path)
