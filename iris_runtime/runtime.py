@@ -17,6 +17,7 @@ from iris_runtime.engine.tools import ToolRegistry
 from iris_runtime.errors import ConfigError
 from iris_runtime.events.service import EventService
 from iris_runtime.plugins import PluginHost
+from iris_runtime.provision.supervisor import Supervisor
 from iris_runtime.secrets.broker import SecretBroker
 from iris_runtime.secrets.selection import broker_for
 
@@ -77,6 +78,10 @@ class Runtime:
             engine.add_transport(transport.build(engine), fallback=transport.fallback)
         runtime = cls(settings, host, engine, broker_for(settings, host.secret_backends()))
         runtime.events = EventService.for_engine(engine)
+        # Sub-agents in process mode (no systemd) are children of the running Iris.
+        supervisor = Supervisor.from_settings(settings)
+        runtime.on_start(supervisor.start)
+        runtime.on_stop(supervisor.stop)
         return runtime
 
     def start(self) -> None:

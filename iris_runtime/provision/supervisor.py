@@ -1,0 +1,524 @@
+"""The process supervisor: Iris keeps its sub-agents running where systemd is not PID 1.
+
+It runs inside ``iris serve`` (in the gunicorn worker, started and stopped with the
+:class:`~iris_runtime.runtime.Runtime`), as one thread that every ``poll_seconds`` reconciles
+the ``supervised_processes`` table (:mod:`.supervised`) with its children:
+
+- a row desired ``running`` without a live child gets one; a child that exits is restarted after
+  a backoff (1 s, 2 s, 4 s ... at most 30 s; back to 1 s once a child has run for 60 s), and what
+  is left of its process group (a gunicorn worker whose master died) is killed first, so the
+  agent's ports are free again;
+- a row desired ``absent`` has its process group stopped, then the row is deleted;
+- it writes a heartbeat, so a CLI knows somebody will act on what it writes.
+
+Children get a session (and so a process group) of their own, only a minimal environment plus
+the row's literal values (never Iris's own: it holds Iris's API token, its LLM keys and the chat
+platforms' tokens), no inherited file descriptors (Iris's listening sockets), stdin from
+``/dev/null`` and stdout/stderr appended to the agent's log file (mode 0600).
+
+When Iris stops, each child's process group gets SIGTERM, then SIGKILL after ``STOP_GRACE``;
+the rows stay desired ``running``, so the agents start again with Iris. When Iris dies without
+stopping them (``kill -9``), they live on in their own sessions: the next supervisor finds each
+row's recorded pid still alive with the recorded start time, stops that orphan's process group
+and starts a fresh child it can watch.
+
+One supervisor per data dir: a ``flock`` on ``run/supervisor.lock`` makes a second runtime on
+the same data dir stand by instead of fighting over the same rows.
+
+``IRIS_SUPERVISOR_BACKOFF_MS`` (default 1000) sets the first restart delay (tests use a short
+one); the cap stays 30 s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from iris_runtime.config import Settings
+from iris_runtime.errors import ConfigError
+from iris_runtime.provision.supervised import (
+    SupervisedProcess,
+    SupervisedStore,
+    process_alive,
+    process_start_time,
+)
+
+log = logging.getLogger(__name__)
+
+BACKOFF_CAP_SECONDS = 30.0
+BACKOFF_RESET_AFTER_SECONDS = 60.0  # a child that ran this long crashed "for the first time"
+STARTED_AFTER_SECONDS = 1.0  # alive this long after exec: reported ``running``
+STOP_GRACE_SECONDS = 10.0  # SIGTERM → SIGKILL (inside gunicorn's 15 s graceful timeout)
+LEFTOVER_GRACE_SECONDS = 5.0  # how long to wait for a killed group to vanish
+HEARTBEAT_SECONDS = 2.0
+LOG_ROTATE_BYTES = 10 * 1024 * 1024
+# What a child inherits from Iris's environment: enough for a Python program to run and format
+# text and times; nothing that configures Iris or holds a credential.
+BASE_VARIABLES = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+)
+
+
+def backoff_from(env: Mapping[str, str]) -> float:
+    """The first restart delay in seconds from ``IRIS_SUPERVISOR_BACKOFF_MS``."""
+    raw = env.get("IRIS_SUPERVISOR_BACKOFF_MS", "").strip()
+    if not raw:
+        return 1.0
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"IRIS_SUPERVISOR_BACKOFF_MS must be an integer, not {raw!r}") from None
+    if value < 1:
+        raise ConfigError(f"IRIS_SUPERVISOR_BACKOFF_MS must be at least 1, not {value}")
+    return value / 1000.0
+
+
+def child_environment(base: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
+    """The few harmless variables of ``base`` (Iris's environment) plus the agent's own."""
+    env = {name: base[name] for name in BASE_VARIABLES if name in base}
+    env.setdefault("PATH", os.defpath)
+    env.update(own)
+    return env
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}"
+    return f"exit status {code}"
+
+
+def group_is_ours(pid: int, start_time: int | None) -> bool:
+    """Whether process group ``pid`` (we start every child as a session leader, so its pid is
+    its group id) can only be the one we started. Yes when its leader is still the process we
+    recorded; yes when no process has that pid (the kernel keeps a pid allocated while any
+    member of a group of that id lives, so any members left are ours); no when another
+    process now has the pid."""
+    now = process_start_time(pid)
+    return now is None or (start_time is not None and now == start_time)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a live (not zombie) process remains in group ``pgid``."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # Members exist, but a zombie nobody has reaped yet also counts for kill(): look closer.
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
+
+
+def signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+@dataclass
+class _Child:
+    popen: subprocess.Popen[bytes]
+    revision: int
+    start_time: int | None
+    started: float  # monotonic
+    reported_running: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+
+@dataclass
+class _Backoff:
+    failures: int = 0
+    not_before: float = 0.0  # monotonic
+
+
+@dataclass
+class _Group:
+    """A process group being stopped: our child (``popen``) or an orphan of an earlier Iris."""
+
+    name: str
+    pid: int
+    start_time: int | None
+    popen: subprocess.Popen[bytes] | None = None
+
+    def alive(self) -> bool:
+        if self.popen is not None and self.popen.poll() is None:
+            return True
+        return group_is_ours(self.pid, self.start_time) and group_alive(self.pid)
+
+
+def stop_groups(groups: list[_Group], grace: float = STOP_GRACE_SECONDS) -> None:
+    """SIGTERM every group, wait up to ``grace`` for all of them, SIGKILL what is left."""
+    groups = [g for g in groups if group_is_ours(g.pid, g.start_time) or g.popen is not None]
+    for group in groups:
+        signal_group(group.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while any(g.alive() for g in groups) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for group in groups:
+        if group.alive():
+            log.warning("agent %s (pid %d) ignored SIGTERM; killing it", group.name, group.pid)
+            signal_group(group.pid, signal.SIGKILL)
+    deadline = time.monotonic() + LEFTOVER_GRACE_SECONDS
+    while any(g.alive() for g in groups) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def stop_recorded(name: str, pid: int, start_time: int | None) -> None:
+    """Stop the process group a row recorded, from any process (the CLI when no Iris runs):
+    only when ``pid`` still names the process started then, or nothing at all."""
+    stop_groups([_Group(name, pid, start_time)])
+
+
+def open_log(path: Path) -> int:
+    """The agent's log for appending (0600, rotated once past ``LOG_ROTATE_BYTES``)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        if path.stat().st_size > LOG_ROTATE_BYTES:
+            os.replace(path, path.with_name(path.name + ".1"))
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.fchmod(fd, 0o600)
+    return fd
+
+
+def note(path: Path, line: str) -> None:
+    """Append one supervisor line to an agent's log (what happened to it, next to its output)."""
+    try:
+        fd = open_log(path)
+    except OSError:
+        return
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    with contextlib.suppress(OSError):
+        os.write(fd, f"{stamp} [supervisor] {line}\n".encode())
+    os.close(fd)
+
+
+class Supervisor:
+    """Keeps the rows of ``<data_dir>/state.db`` desired ``running`` running."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        poll_seconds: float = 0.5,
+        *,
+        backoff_seconds: float = 1.0,
+        base_environment: Mapping[str, str] | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.poll_seconds = poll_seconds
+        self.backoff_seconds = backoff_seconds
+        self._base = dict(base_environment or {})
+        self._store = SupervisedStore(data_dir)
+        self._children: dict[str, _Child] = {}
+        self._backoff: dict[str, _Backoff] = {}
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock_file: IO[bytes] | None = None
+        self._pid = os.getpid()
+        self._next_beat = 0.0
+        self._last_problem = ""
+        self._standing_by = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Supervisor:
+        return cls(
+            settings.data_dir,
+            backoff_seconds=backoff_from(settings.env),
+            base_environment=settings.env,
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        # The pid of the process that runs the thread (the gunicorn worker, after fork).
+        self._pid = os.getpid()
+        self._stopping.clear()
+        # Beat once before returning, so a CLI that sees Iris healthy also sees a supervisor.
+        self._guarded(self._beat_if_due)
+        self._thread = threading.Thread(target=self._run, name="iris-supervisor", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread, then every child (rows stay desired ``running``)."""
+        if self._thread is None:
+            return
+        self._stopping.set()
+        self._thread.join()
+        self._thread = None
+        children, self._children = self._children, {}
+        if children:
+            log.info("stopping supervised agents: %s", ", ".join(sorted(children)))
+        stop_groups([_Group(n, c.pid, c.start_time, c.popen) for n, c in children.items()])
+        for name, child in children.items():
+            self._report_stopped(name, child.revision)
+        if self._lock_file is not None:
+            self._guarded(lambda: self._store.clear_beat(self._pid))
+            self._lock_file.close()
+            self._lock_file = None
+        self._store.close()
+
+    def _report_stopped(self, name: str, revision: int) -> None:
+        self._guarded(
+            lambda: self._store.report(
+                name, state="stopped", pid=None, pid_start_time=None, revision=revision
+            )
+        )
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._guarded(self.reconcile)
+            self._stopping.wait(self.poll_seconds)
+
+    def _guarded(self, step: Callable[[], object]) -> None:
+        """Run ``step``; log a failure (once until things work again) instead of dying."""
+        try:
+            step()
+        except Exception as exc:  # the thread must outlive any one failure
+            problem = f"{type(exc).__name__}: {exc}"
+            if problem != self._last_problem:
+                log.exception("supervisor: %s (retrying every %.1fs)", problem, self.poll_seconds)
+                self._last_problem = problem
+        else:
+            self._last_problem = ""
+
+    def reconcile(self) -> None:
+        """One pass over the table: start, restart, stop and forget as the rows ask."""
+        if not self._hold_lock():
+            return
+        self._beat_if_due()
+        rows = self._store.all()
+        for row in rows:
+            if self._stopping.is_set():
+                return
+            try:
+                self._reconcile_row(row)
+            except Exception as exc:  # one bad row must not stop the others
+                log.exception("supervisor: agent %s failed", row.name)
+                self._fail(row, f"supervisor error: {type(exc).__name__}: {exc}")
+        wanted = {row.name for row in rows}
+        gone = [name for name in self._children if name not in wanted]
+        for name in gone:  # the row was deleted under us: nobody wants this child any more
+            child = self._children.pop(name)
+            log.info("agent %s: its row is gone; stopping pid %d", name, child.pid)
+            stop_groups([_Group(name, child.pid, child.start_time, child.popen)])
+
+    def _hold_lock(self) -> bool:
+        if self._lock_file is not None:
+            return True
+        run = self.data_dir / "run"
+        run.mkdir(mode=0o700, parents=True, exist_ok=True)
+        handle = (run / "supervisor.lock").open("ab")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            if not self._standing_by:
+                log.warning("another process supervises %s; standing by", self.data_dir)
+                self._standing_by = True
+            return False
+        self._lock_file = handle
+        self._standing_by = False
+        return True
+
+    def _beat_if_due(self) -> None:
+        if not self._hold_lock() or time.monotonic() < self._next_beat:
+            return
+        self._store.beat(self._pid, process_start_time(self._pid) or 0)
+        self._next_beat = time.monotonic() + HEARTBEAT_SECONDS
+
+    # -- one row -------------------------------------------------------------------------------
+
+    def _reconcile_row(self, row: SupervisedProcess) -> None:
+        child = self._children.get(row.name)
+        if row.desired == "absent":
+            self._remove(row, child)
+            return
+        if row.problem:
+            if row.state != "failed" or row.last_exit != row.problem:
+                log.error("agent %s: %s", row.name, row.problem)
+                self._store.report(
+                    row.name, state="failed", pid=None, pid_start_time=None, last_exit=row.problem
+                )
+            return
+        if child is not None:
+            code = child.popen.poll()
+            if code is not None:
+                self._children.pop(row.name)
+                self._after_exit(row, child, code)
+                return
+            if child.revision == row.revision:
+                if not child.reported_running and (
+                    time.monotonic() - child.started >= STARTED_AFTER_SECONDS
+                ):
+                    self._store.report(
+                        row.name,
+                        state="running",
+                        pid=child.pid,
+                        pid_start_time=child.start_time,
+                        revision=row.revision,
+                    )
+                    child.reported_running = True
+                return
+            log.info("agent %s: installed again; restarting it", row.name)
+            self._children.pop(row.name)
+            stop_groups([_Group(row.name, child.pid, child.start_time, child.popen)])
+            self._backoff.pop(row.name, None)
+        elif row.pid is not None:
+            self._stop_orphan(row)
+        backoff = self._backoff.get(row.name)
+        if backoff is not None and time.monotonic() < backoff.not_before:
+            return
+        self._start(row, after_crash=backoff is not None and backoff.failures > 0)
+
+    def _remove(self, row: SupervisedProcess, child: _Child | None) -> None:
+        if child is not None:
+            log.info("agent %s: removing; stopping pid %d", row.name, child.pid)
+            self._children.pop(row.name)
+            stop_groups([_Group(row.name, child.pid, child.start_time, child.popen)])
+        elif row.pid is not None:
+            self._stop_orphan(row)
+        self._backoff.pop(row.name, None)
+        if self._store.delete(row.name):
+            note(row.log_path, "stopped and removed")
+
+    def _stop_orphan(self, row: SupervisedProcess) -> None:
+        """A pid in the row but no child of ours: a previous Iris's child, alive if its start
+        time still matches. Stop it (we cannot watch a process that is not our child)."""
+        assert row.pid is not None
+        if process_alive(row.pid, row.pid_start_time):
+            log.warning(
+                "agent %s: pid %d was left running by an Iris that did not stop it; "
+                "stopping it before starting a fresh one",
+                row.name,
+                row.pid,
+            )
+            note(row.log_path, f"stopping pid {row.pid} left running by a previous Iris")
+            stop_groups([_Group(row.name, row.pid, row.pid_start_time)])
+        elif group_is_ours(row.pid, row.pid_start_time) and group_alive(row.pid):
+            # The leader is gone but part of its group lives on (a gunicorn worker).
+            stop_groups([_Group(row.name, row.pid, row.pid_start_time)])
+        self._store.report(row.name, state=row.state, pid=None, pid_start_time=None)
+
+    def _start(self, row: SupervisedProcess, *, after_crash: bool) -> None:
+        fd = open_log(row.log_path)
+        try:
+            restarts = row.restarts + 1 if after_crash else row.restarts
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            what = f"restart {restarts}" if after_crash else "start"
+            os.write(fd, f"{stamp} [supervisor] {what}: {' '.join(row.command)}\n".encode())
+            popen = subprocess.Popen(  # argv from the launch, no shell
+                row.command,
+                env=child_environment(self._base, row.environment),
+                cwd=row.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=fd,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.write(fd, f"[supervisor] could not start: {exc}\n".encode())
+            raise
+        finally:
+            os.close(fd)
+        child = _Child(popen, row.revision, process_start_time(popen.pid), time.monotonic())
+        self._children[row.name] = child
+        log.info("agent %s: started pid %d (%s)", row.name, popen.pid, what)
+        self._store.report(
+            row.name,
+            state="starting",
+            pid=popen.pid,
+            pid_start_time=child.start_time,
+            restarts=restarts,
+            revision=row.revision,
+        )
+
+    def _after_exit(self, row: SupervisedProcess, child: _Child, code: int) -> None:
+        ran = time.monotonic() - child.started
+        # A gunicorn master killed on its own leaves its worker holding the ports: clear the
+        # whole group before the next start can bind them.
+        if group_is_ours(child.pid, child.start_time):
+            signal_group(child.pid, signal.SIGKILL)
+            deadline = time.monotonic() + LEFTOVER_GRACE_SECONDS
+            while group_alive(child.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        delay = self._schedule_restart(row.name, ran)
+        exit_text = describe_exit(code)
+        log.warning(
+            "agent %s: pid %d %s after %.1fs; restarting in %.1fs",
+            row.name,
+            child.pid,
+            exit_text,
+            ran,
+            delay,
+        )
+        note(row.log_path, f"pid {child.pid} {exit_text}; restarting in {delay:.1f}s")
+        self._store.report(
+            row.name,
+            state="backoff",
+            pid=None,
+            pid_start_time=None,
+            last_exit=exit_text,
+            revision=row.revision,
+        )
+
+    def _schedule_restart(self, name: str, ran: float) -> float:
+        backoff = self._backoff.setdefault(name, _Backoff())
+        if ran >= BACKOFF_RESET_AFTER_SECONDS:
+            backoff.failures = 0
+        delay = min(self.backoff_seconds * (2.0**backoff.failures), BACKOFF_CAP_SECONDS)
+        backoff.failures += 1
+        backoff.not_before = time.monotonic() + delay
+        return delay
+
+    def _fail(self, row: SupervisedProcess, reason: str) -> None:
+        """A row we could not act on: failed (with the reason), tried again after a backoff."""
+        child = self._children.pop(row.name, None)
+        if child is not None:
+            stop_groups([_Group(row.name, child.pid, child.start_time, child.popen)])
+        self._schedule_restart(row.name, 0.0)
+        note(row.log_path, reason)
+        self._guarded(
+            lambda: self._store.report(
+                row.name, state="failed", pid=None, pid_start_time=None, last_exit=reason
+            )
+        )
