@@ -29,6 +29,7 @@ RECORD_FILE = "agent.json"
 REMOVED_DIR = ".removed"
 PLACEHOLDER_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
 MAX_CONSTITUTION_BYTES = 256 * 1024
+SAFE_FOLDER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 class HomeExists(IrisError):
@@ -141,7 +142,7 @@ def _fill_home(
         try:
             shutil.copytree(
                 skill.path,
-                skills_dir / skill.path.name,
+                skills_dir / _folder_name(skill),
                 symlinks=False,
                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
             )
@@ -151,6 +152,12 @@ def _fill_home(
             ) from None
     if token is not None:
         write_private_file(home / TOKEN_FILE_NAME, (token + "\n").encode("utf-8"))
+
+
+def _folder_name(skill: Skill) -> str:
+    """The skill's folder in the agent's home: its name when that is a plain file name (plugin
+    skills often live in a folder called ``skill``), else the folder it came from."""
+    return skill.name if SAFE_FOLDER_RE.fullmatch(skill.name) else skill.path.name
 
 
 def archive_home(home: Path) -> Path | None:

@@ -32,8 +32,9 @@ def ports_of(bridge_urls: Iterable[str]) -> set[int]:
 
 def can_bind(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        # No SO_REUSEADDR: a port in TIME_WAIT from a just-stopped agent counts as busy, so a
-        # new agent never races an old one's leftover connections.
+        # SO_REUSEADDR as gunicorn sets it: connections in TIME_WAIT (any port an agent served
+        # in the last minute) do not stop a new listener, while a live listener still does.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError:

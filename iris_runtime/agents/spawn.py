@@ -93,10 +93,12 @@ OWN_VARS = frozenset(
         "IRIS_PROVIDER",
         "IRIS_MODEL",
         "IRIS_API_TOKEN_FILE",
+        "PATH",
         *PLATFORM_TOKEN_VARS,
     }
 )
 READY_POLL_SECONDS = 0.2
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ENV_NAME_RE = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 
 
@@ -359,6 +361,8 @@ class Spawner:
         if record.manager != "docker":
             # A path, not the token: skills (get-secret) read it from the agent's environment.
             env["IRIS_API_TOKEN_FILE"] = str(home / TOKEN_FILE_NAME)
+            # Skills' commands (get-secret) are installed beside Iris's own Python.
+            env["PATH"] = f"{Path(sys.executable).parent}:{SYSTEM_PATH}"
         return AgentLaunch(
             name=record.name,
             home=home,
