@@ -1,0 +1,437 @@
+"""Docker-mode sub-agents: one container per agent, declared in ``terraform/agents.tf``.
+
+Spawn adds a block (a ``module "agent_NAME"`` using ``terraform/modules/agent`` and its output)
+between marker comments and runs ``terraform apply``; the module starts the container with the
+docker CLI, and the shared runtime image is built once by the root. Remove deletes the block and
+applies again; the module's destroy-time provisioner removes the container.
+
+The small docker helpers here (daemon reachable, inspect, remove) give clear errors before
+Terraform runs and let tests and ``remove`` look at what is really there. ``DOCKER_HOST`` is
+honoured by the docker CLI itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from iris_runtime.errors import ProvisionError
+from iris_runtime.private_files import file_lock, private_dir, write_private_file
+from iris_runtime.provision.launch import PLATFORM_TOKEN_VARS, AgentLaunch, Progress
+from iris_runtime.provision.terraform import Terraform
+
+DOCKER_BIN = "docker"
+CONTAINER_PREFIX = "iris-agent-"
+SECRETS_MODES = ("env", "store", "proxy")
+# Set by the module from its own variables; the rest of a launch's environment is extra_env.
+MODULE_OWNED_ENV = frozenset(
+    {
+        "AGENT_NAME",
+        "BRIDGE_PORT",
+        "IRIS_API_PORT",
+        "IRIS_API_HOST",
+        "IRIS_DATA_DIR",
+        "IRIS_SECRETS_MODE",
+        "IRIS_SECRET_BROKER_URL",
+        "IRIS_API_TOKEN",
+        *PLATFORM_TOKEN_VARS,
+    }
+)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_AGENT_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
+
+
+def container_name(agent: str) -> str:
+    return f"{CONTAINER_PREFIX}{agent}"
+
+
+# -- docker CLI helpers -------------------------------------------------------------------------
+
+
+def _docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which(DOCKER_BIN)
+    if binary is None:
+        raise ProvisionError(
+            "docker CLI not found: install Docker (Debian: apt-get install docker.io) to run "
+            "Docker-mode agents"
+        )
+    try:
+        return subprocess.run(
+            [binary, *args], capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise ProvisionError(f"docker {args[0]} did not answer within {timeout:.0f} s") from None
+
+
+def _daemon_address() -> str:
+    return os.environ.get("DOCKER_HOST") or "the default socket /var/run/docker.sock"
+
+
+def check_docker() -> str:
+    """The daemon's version; ProvisionError when the CLI is missing or the daemon unreachable."""
+    result = _docker("version", "--format", "{{.Server.Version}}", timeout=20)
+    if result.returncode != 0 or not result.stdout.strip():
+        reason = _last_line(result.stderr) or f"exit status {result.returncode}"
+        raise ProvisionError(
+            f"Docker daemon not reachable at {_daemon_address()}: {reason} (is dockerd "
+            "running, and may this user use its socket? DOCKER_HOST selects another daemon)"
+        )
+    return result.stdout.strip()
+
+
+def inspect_container(name: str) -> dict[str, Any] | None:
+    """``docker container inspect`` of one container, or None when there is none."""
+    result = _docker("container", "inspect", name)
+    if result.returncode != 0:
+        if "no such" in result.stderr.lower():
+            return None
+        raise ProvisionError(f"docker inspect {name} failed: {_last_line(result.stderr)}")
+    found = json.loads(result.stdout)
+    return found[0] if found else None
+
+
+def container_state(name: str) -> str | None:
+    """``running``, ``restarting``, ``exited``... or None when there is no such container."""
+    info = inspect_container(name)
+    return None if info is None else str(info.get("State", {}).get("Status", ""))
+
+
+def remove_container(name: str) -> bool:
+    """Force-remove a container; True when there was one (``rm --force`` alone cannot tell:
+    current CLIs exit 0 for a missing container)."""
+    if inspect_container(name) is None:
+        return False
+    result = _docker("rm", "--force", name)
+    if result.returncode != 0 and "no such container" not in result.stderr.lower():
+        raise ProvisionError(f"docker rm {name} failed: {_last_line(result.stderr)}")
+    return True
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+# -- agents.tf blocks ---------------------------------------------------------------------------
+
+
+def _hcl_string(value: str) -> str:
+    """A quoted HCL string literal: JSON escapes, plus Terraform's template sequences escaped."""
+    return json.dumps(value, ensure_ascii=False).replace("${", "$${").replace("%{", "%%{")
+
+
+def begin_marker(name: str) -> str:
+    return f"# >>> iris-agent {name}"
+
+
+def end_marker(name: str) -> str:
+    return f"# <<< iris-agent {name}"
+
+
+def render_block(
+    *,
+    name: str,
+    bridge_port: int,
+    api_port: int,
+    data_dir: Path,
+    user: str,
+    secrets_mode: str,
+    unique_token: bool,
+    broker_url: str | None,
+    extra_env: Mapping[str, str],
+) -> str:
+    """One agent's block for agents.tf, rendered in a single pass."""
+    if not _AGENT_NAME.fullmatch(name):
+        raise ProvisionError(f"agent name {name!r} cannot be used for a container")
+    if secrets_mode not in SECRETS_MODES:
+        raise ProvisionError(f"secrets mode must be one of {', '.join(SECRETS_MODES)}")
+    for key in extra_env:
+        if not _ENV_NAME.fullmatch(key):
+            raise ProvisionError(f"{name}: {key!r} is not an environment variable name")
+    broker = _hcl_string(broker_url) if broker_url else "var.broker_url"
+    width = max((len(key) for key in extra_env), default=0)
+    env_lines = "".join(
+        f"    {key.ljust(width)} = {_hcl_string(value)}\n"
+        for key, value in sorted(extra_env.items())
+    )
+    extra = f"{{\n{env_lines}  }}" if extra_env else "{}"
+    return (
+        f"{begin_marker(name)}\n"
+        f'module "agent_{name}" {{\n'
+        f'  source = "./modules/agent"\n'
+        f"\n"
+        f"  name             = {_hcl_string(name)}\n"
+        f"  bridge_port      = {bridge_port}\n"
+        f"  api_port         = {api_port}\n"
+        f"  image            = local.runtime_image\n"
+        f"  image_revision   = local.runtime_image_revision\n"
+        f"  data_dir         = {_hcl_string(str(data_dir))}\n"
+        f"  user             = {_hcl_string(user)}\n"
+        f"  secrets_mode     = {_hcl_string(secrets_mode)}\n"
+        f"  unique_api_token = {'true' if unique_token else 'false'}\n"
+        f"  env_file         = var.env_file\n"
+        f"  broker_url       = {broker}\n"
+        f"\n"
+        f"  extra_env = {extra}\n"
+        f"\n"
+        f"  depends_on = [terraform_data.iris_runtime_image]\n"
+        f"}}\n"
+        f"\n"
+        f'output "agent_{name}" {{\n'
+        f"  value = {{\n"
+        f"    bridge_url = module.agent_{name}.bridge_url\n"
+        f"    api_token  = module.agent_{name}.api_token\n"
+        f"  }}\n"
+        f"  sensitive = true\n"
+        f"}}\n"
+        f"{end_marker(name)}\n"
+    )
+
+
+def without_block(text: str, name: str) -> tuple[str, bool]:
+    """``text`` with agent ``name``'s block cut out, and whether it had one."""
+    begin, end = begin_marker(name), end_marker(name)
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    inside = found = False
+    for line in lines:
+        stripped = line.rstrip("\n")
+        if not inside and stripped == begin:
+            inside = found = True
+            continue
+        if inside:
+            if stripped == end:
+                inside = False
+            continue
+        out.append(line)
+    if inside:
+        raise ProvisionError(f"agents.tf: {begin!r} has no matching {end!r}; fix the file by hand")
+    # A removed block leaves the blank line that separated it; keep the file tidy.
+    joined = "".join(out)
+    while "\n\n\n" in joined:
+        joined = joined.replace("\n\n\n", "\n\n")
+    return (joined.rstrip("\n") + "\n" if joined.strip() else ""), found
+
+
+def with_block(text: str, name: str, block: str) -> str:
+    rest, _ = without_block(text, name)
+    return f"{rest}\n{block}" if rest else block
+
+
+def _write_public_file(path: Path, text: str) -> None:
+    """Atomically replace a non-secret file (mode 0644) with ``text``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+# -- the agents ---------------------------------------------------------------------------------
+
+
+class DockerAgents:
+    """Docker-mode agents through ``<repo_dir>/terraform``. Terraform's data and state (which
+    holds the agents' tokens, so it is 0600) live in ``<data_dir>/terraform``."""
+
+    kind = "docker"
+
+    def __init__(
+        self,
+        repo_dir: Path,
+        data_dir: Path,
+        image: str,
+        base_image: str,
+        terraform: Terraform,
+        env_file: Path | None,
+        broker_url: str,
+    ) -> None:
+        self.repo_dir = repo_dir
+        self.state_dir = data_dir / "terraform"
+        self.image = image
+        self.base_image = base_image
+        self.terraform = terraform.with_state_dir(self.state_dir)
+        self.env_file = env_file
+        self.broker_url = broker_url
+
+    @property
+    def agents_file(self) -> Path:
+        return self.repo_dir / "terraform" / "agents.tf"
+
+    @property
+    def var_file(self) -> Path:
+        """The root variables of our applies, kept so a person can run the same apply by hand."""
+        return self.state_dir / "iris.tfvars.json"
+
+    def install(
+        self, launch: AgentLaunch, *, secrets_mode: str, unique_token: bool, progress: Progress
+    ) -> str | None:
+        """Declare the agent and apply: the image is built if needed and the container started.
+        Returns the agent's own API token (None when it uses the shared one). On failure the
+        block is taken out again and applied away before the ProvisionError is raised."""
+        self._preflight()
+        block = render_block(
+            name=launch.name,
+            bridge_port=launch.bridge_port,
+            api_port=launch.api_port,
+            data_dir=launch.home.resolve(),
+            user=_owner(launch.home),
+            secrets_mode=secrets_mode,
+            unique_token=unique_token,
+            broker_url=launch.environment.get("IRIS_SECRET_BROKER_URL") or None,
+            extra_env={k: v for k, v in launch.environment.items() if k not in MODULE_OWNED_ENV},
+        )
+        with self._locked():
+            before = self._read_agents()
+            self._write_agents(with_block(before, launch.name, block))
+            progress(f"declared {launch.name} in {self.agents_file}")
+            try:
+                self._apply(progress)
+                value = self.terraform.output(f"agent_{launch.name}")
+            except BaseException as exc:
+                self._roll_back(launch.name, progress, exc)
+                raise
+        token = value.get("api_token") if isinstance(value, dict) else None
+        if unique_token and not token:
+            raise ProvisionError(f"{launch.name}: the agent module gave no api_token")
+        return str(token) if token else None
+
+    def remove(self, name: str, progress: Progress) -> bool:
+        """Take the agent's block out and apply (its container is removed by the module's
+        destroy provisioner). A container left without a block is removed directly."""
+        with self._locked():
+            text, found = without_block(self._read_agents(), name)
+            if found:
+                self._preflight()
+                self._write_agents(text)
+                progress(f"removed {name} from {self.agents_file}")
+                self._apply(progress, only=name)
+        leftover = False
+        with contextlib.suppress(ProvisionError):  # no daemon: nothing we can see is left
+            leftover = remove_container(container_name(name))
+        if leftover:
+            progress(f"removed leftover container {container_name(name)}")
+        return found or leftover
+
+    def exists(self, name: str) -> bool:
+        _, found = without_block(self._read_agents(), name)
+        if found:
+            return True
+        try:
+            return inspect_container(container_name(name)) is not None
+        except ProvisionError:
+            return False
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def _preflight(self) -> None:
+        self.terraform.executable()  # clear error when terraform is missing
+        check_docker()
+
+    def _apply(self, progress: Progress, *, only: str | None = None) -> None:
+        """init + apply. ``only``: an agent whose block was just taken out; applying just its
+        module destroys its container without rebuilding the image or touching other agents."""
+        self._write_var_file()
+        self.terraform.init(progress)
+        progress("terraform apply" + (f" (module.agent_{only} only)" if only else ""))
+        self.terraform.apply(
+            _fewer_lines(progress),
+            var_files=[self.var_file],
+            targets=[f"module.agent_{only}"] if only else (),
+        )
+
+    def _roll_back(self, name: str, progress: Progress, cause: BaseException) -> None:
+        text, found = without_block(self._read_agents(), name)
+        if not found:
+            return
+        self._write_agents(text)
+        progress(f"rolling back: removing {name} from {self.agents_file}")
+        try:
+            self._apply(progress, only=name)
+        except ProvisionError as again:
+            # Both failures matter: the caller sees the first, the second tells what is left.
+            note = f"rollback apply failed too ({again}); `docker rm -f {container_name(name)}`"
+            if isinstance(cause, ProvisionError):
+                cause.add_note(note)
+            progress(note)
+
+    def _write_var_file(self) -> None:
+        variables = {
+            "enable_docker_agents": True,
+            "image": self.image,
+            "base_image": self.base_image,
+            "repo_dir": str(self.repo_dir.resolve()),
+            "env_file": str(self.env_file.resolve()) if self.env_file else "",
+            "broker_url": self.broker_url,
+        }
+        write_private_file(self.var_file, (json.dumps(variables, indent=2) + "\n").encode())
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One spawn or remove at a time edits agents.tf and applies."""
+        private_dir(self.state_dir)
+        with file_lock(self.state_dir / "agents.lock"):
+            yield
+
+    def _read_agents(self) -> str:
+        try:
+            return self.agents_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ProvisionError(
+                f"{self.agents_file} not found: IRIS_REPO_DIR ({self.repo_dir}) must be the Iris "
+                "checkout (it holds terraform/)"
+            ) from None
+
+    def _write_agents(self, text: str) -> None:
+        _write_public_file(self.agents_file, text)
+
+
+# Our remove and rollback applies target one module on purpose; Terraform warns about it anyway.
+_TARGET_NOTES = (
+    "warning: Resource targeting is in effect",
+    "warning: Applied changes may be incomplete",
+)
+_IMAGE_RESOURCE = "terraform_data.iris_runtime_image[0]: "
+_BUILD_LINES_SHOWN = re.compile(
+    r"Step \d+/\d+ :|Successfully (built|tagged)|#\d+ \[|ERROR|error|"  # classic and BuildKit
+    r"[a-z]+…$|[a-z]+ done \(\d+s\)$|still working|[a-z]+ failed$"  # the driver's own lines
+)
+
+
+def _fewer_lines(progress: Progress) -> Progress:
+    """Progress without the image build's chatter (its steps and result stay; a failed build's
+    output comes with the error) and without Terraform's notes on suppressed output."""
+
+    def show(line: str) -> None:
+        if "output suppressed due to sensitive value" in line or line.startswith(_TARGET_NOTES):
+            return
+        if line.startswith(_IMAGE_RESOURCE) and not _BUILD_LINES_SHOWN.match(
+            line.removeprefix(_IMAGE_RESOURCE)
+        ):
+            return
+        progress(line)
+
+    return show
+
+
+def _owner(path: Path) -> str:
+    """uid:gid owning the agent's home: the container runs as them, so what it writes there
+    stays the agent's (and a 0700 home stays readable to it)."""
+    info = path.stat()
+    return f"{info.st_uid}:{info.st_gid}"

@@ -1,0 +1,424 @@
+"""A thin driver over Terraform's machine-readable UI (``-json``), for the Docker-mode agents.
+
+Why not python-terraform: unmaintained since 2019 and broken on current Terraform. The ``-json``
+UI is Terraform's stable interface for programs: one JSON object per line, typed (apply_start,
+apply_complete, diagnostic, change_summary...), so progress streams as it happens and errors
+come back with their summary and detail instead of a screen of text.
+
+Rules kept here, so every caller gets them:
+
+- Secrets never on argv: values go in a ``.tfvars.json`` file written 0600 for one run (or
+  ``TF_VAR_*``), and Terraform runs with umask 077 so its state (which holds the agents' tokens)
+  and backups are created 0600.
+- Terraform gets a short, explicit environment, not Iris's (which may hold keys): PATH, HOME,
+  locale, the Docker client settings, ``TF_*``.
+- Its working data (``TF_DATA_DIR``) and the local state live in ``state_dir``, outside the
+  checkout; the state path is given to the local backend at init.
+- Ctrl-C is forwarded as one SIGINT (Terraform runs in its own session so the terminal's signal
+  does not reach it twice, which would make it stop hard) and the driver waits for it to exit, so
+  the state lock is released.
+- Concurrent runs wait for the state lock (``-lock-timeout``) instead of failing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from iris_runtime.errors import ProvisionError
+from iris_runtime.private_files import FILE_MODE, private_dir
+from iris_runtime.provision.launch import Progress, no_progress
+
+INSTALL_HINT = (
+    "install Terraform 1.5 or newer (a single binary: the HashiCorp release zip from "
+    "developer.hashicorp.com/terraform/install, or the HashiCorp apt repository) and put it on "
+    "PATH, or point IRIS_TERRAFORM_BIN at it"
+)
+
+# What Terraform and the docker CLI it starts may see of our environment.
+_PASSED_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TMPDIR",
+    "DOCKER_HOST",
+    "DOCKER_CONTEXT",
+    "DOCKER_CONFIG",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+    "DOCKER_BUILDKIT",
+    "SSL_CERT_FILE",
+)
+_LONGEST_LINE = 300
+_DETAIL_LINES = 12
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    severity: str  # "error" | "warning"
+    summary: str
+    detail: str = ""
+    address: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.address}: " if self.address else ""
+        # A failed provisioner's detail is its whole output: its end says what went wrong.
+        lines = [line.rstrip() for line in self.detail.strip().splitlines() if line.strip()]
+        if len(lines) > _DETAIL_LINES:
+            lines = ["…", *lines[-_DETAIL_LINES:]]
+        detail = ": " + "\n".join(lines) if lines else ""
+        return f"{where}{self.summary}{detail}"
+
+
+def _diagnostic(raw: Mapping[str, Any]) -> Diagnostic:
+    return Diagnostic(
+        severity=str(raw.get("severity", "error")),
+        summary=str(raw.get("summary", "")).strip(),
+        detail=str(raw.get("detail", "") or ""),
+        address=str(raw.get("address", "") or ""),
+    )
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _LONGEST_LINE else text[: _LONGEST_LINE - 1] + "…"
+
+
+def describe(message: Mapping[str, Any]) -> str | None:
+    """One short human line for a ``-json`` UI message, or None when it is not worth showing."""
+    kind = message.get("type")
+    hook = message.get("hook") or {}
+    resource = (hook.get("resource") or {}).get("addr", "")
+    if kind == "apply_start":
+        return f"{resource}: {hook.get('action', 'apply')}…"
+    if kind == "apply_progress":
+        return f"{resource}: still working ({hook.get('elapsed_seconds', 0)}s)"
+    if kind == "apply_complete":
+        return f"{resource}: {hook.get('action', 'apply')} done ({hook.get('elapsed_seconds', 0)}s)"
+    if kind == "apply_errored":
+        return f"{resource}: {hook.get('action', 'apply')} failed"
+    if kind == "provision_progress":
+        output = str(hook.get("output", "")).strip()
+        return f"{resource}: {_short(output)}" if output else None
+    if kind == "provision_errored":
+        return f"{resource}: {hook.get('provisioner', 'provisioner')} failed"
+    if kind == "planned_change":
+        change = message.get("change") or {}
+        addr = (change.get("resource") or {}).get("addr", "")
+        return f"plan: {change.get('action', 'change')} {addr}"
+    if kind == "change_summary":
+        return str(message.get("@message", "")) or None
+    if kind == "diagnostic":
+        diagnostic = _diagnostic(message.get("diagnostic") or {})
+        if diagnostic.severity == "warning":
+            return f"warning: {_short(str(diagnostic))}"
+    return None
+
+
+class Terraform:
+    """Runs one Terraform root (``work_dir``) with its data and state in ``state_dir``."""
+
+    def __init__(
+        self,
+        work_dir: Path,
+        *,
+        state_dir: Path | None = None,
+        binary: str = "terraform",
+        lock_timeout: str = "300s",
+    ) -> None:
+        """``state_dir`` holds TF_DATA_DIR and the local state; None: ``work_dir`` (Terraform's
+        own default), for callers that have no data dir of their own."""
+        self.work_dir = work_dir
+        self.state_dir = state_dir if state_dir is not None else work_dir
+        self.binary = binary
+        self.lock_timeout = lock_timeout
+        self._own_state_dir = state_dir is not None
+
+    def with_state_dir(self, state_dir: Path) -> Terraform:
+        """The same driver with its data and state in ``state_dir`` (unless it has one already)."""
+        if self._own_state_dir:
+            return self
+        return Terraform(
+            self.work_dir, state_dir=state_dir, binary=self.binary, lock_timeout=self.lock_timeout
+        )
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "terraform.tfstate"
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def init(self, progress: Progress = no_progress) -> None:
+        """Prepare the working data (modules, backend). Needs no network: no providers."""
+        progress("terraform init")
+        self._run_text(
+            [
+                "init",
+                "-input=false",
+                "-no-color",
+                f"-lock-timeout={self.lock_timeout}",
+                f"-backend-config=path={self.state_file}",
+            ]
+        )
+
+    def validate(self) -> list[Diagnostic]:
+        """The configuration's warnings; raises ProvisionError with its errors."""
+        out = self._run_text(["validate", "-json", "-no-color"], check=False)
+        try:
+            report = json.loads(out.stdout)
+        except json.JSONDecodeError:
+            raise ProvisionError(f"terraform validate failed: {self._tail(out)}") from None
+        diagnostics = [_diagnostic(d) for d in report.get("diagnostics", [])]
+        errors = [d for d in diagnostics if d.severity == "error"]
+        if errors or not report.get("valid", False):
+            raise ProvisionError(
+                "terraform configuration is invalid: " + "; ".join(map(str, errors))
+            )
+        return diagnostics
+
+    def plan(
+        self,
+        progress: Progress = no_progress,
+        *,
+        variables: Mapping[str, Any] | None = None,
+        var_files: Sequence[Path] = (),
+    ) -> bool:
+        """Whether applying would change anything (``-detailed-exitcode``: 0 none, 2 some)."""
+        code = self._run_json(
+            ["plan", "-detailed-exitcode", "-lock-timeout=" + self.lock_timeout],
+            progress,
+            variables,
+            var_files,
+            ok_codes=(0, 2),
+        )
+        return code == 2
+
+    def apply(
+        self,
+        progress: Progress = no_progress,
+        *,
+        variables: Mapping[str, Any] | None = None,
+        var_files: Sequence[Path] = (),
+        targets: Sequence[str] = (),
+    ) -> None:
+        """Apply everything, or only ``targets`` (resource or module addresses, e.g. to destroy
+        one removed module without touching anything else)."""
+        self._run_json(
+            [
+                "apply",
+                "-auto-approve",
+                "-lock-timeout=" + self.lock_timeout,
+                *(f"-target={t}" for t in targets),
+            ],
+            progress,
+            variables,
+            var_files,
+        )
+
+    def destroy(
+        self,
+        progress: Progress = no_progress,
+        *,
+        variables: Mapping[str, Any] | None = None,
+        var_files: Sequence[Path] = (),
+    ) -> None:
+        self._run_json(
+            ["apply", "-destroy", "-auto-approve", "-lock-timeout=" + self.lock_timeout],
+            progress,
+            variables,
+            var_files,
+        )
+
+    def output(self, name: str) -> Any:
+        """The value of one root output (sensitive ones included), or None when it is absent."""
+        out = self._run_text(["output", "-json", "-no-color", name], check=False)
+        if out.returncode != 0:
+            if "not found" in (out.stderr + out.stdout).lower():
+                return None
+            raise ProvisionError(f"terraform output {name} failed: {self._tail(out)}")
+        return json.loads(out.stdout)
+
+    # -- running ----------------------------------------------------------------------------
+
+    def executable(self) -> str:
+        path = shutil.which(self.binary)
+        if path is None:
+            raise ProvisionError(f"terraform not found ({self.binary!r}): {INSTALL_HINT}")
+        return path
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k in _PASSED_ENV}
+        env.update(
+            (k, v)
+            for k, v in os.environ.items()
+            if k.startswith("TF_") and k not in {"TF_DATA_DIR", "TF_CLI_CONFIG_FILE"}
+        )
+        # A CLI config that is named but missing only adds a warning to every command.
+        cli_config = os.environ.get("TF_CLI_CONFIG_FILE", "")
+        if cli_config and Path(cli_config).is_file():
+            env["TF_CLI_CONFIG_FILE"] = cli_config
+        env.setdefault("PATH", os.defpath)
+        env.update(
+            TF_DATA_DIR=str(self.state_dir / ".terraform"),
+            TF_IN_AUTOMATION="1",
+            TF_INPUT="0",
+            CHECKPOINT_DISABLE="1",  # no version check call home
+        )
+        return env
+
+    def _prepare(self) -> tuple[str, dict[str, str]]:
+        binary = self.executable()
+        if self._own_state_dir:
+            private_dir(self.state_dir)
+        return binary, self.environment()
+
+    def _run_text(self, args: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+        binary, env = self._prepare()
+        with _interruptible([binary, *args], cwd=self.work_dir, env=env) as run:
+            code, stdout, stderr = run.finish()
+        result = subprocess.CompletedProcess([binary, *args], code, stdout, stderr)
+        if check and result.returncode != 0:
+            raise ProvisionError(f"terraform {args[0]} failed: {self._tail(result)}")
+        return result
+
+    def _run_json(
+        self,
+        args: list[str],
+        progress: Progress,
+        variables: Mapping[str, Any] | None,
+        var_files: Sequence[Path],
+        ok_codes: tuple[int, ...] = (0,),
+    ) -> int:
+        binary, env = self._prepare()
+        errors: list[Diagnostic] = []
+        with self._var_file(variables) as temp_var_file:
+            files = [*var_files, *([temp_var_file] if temp_var_file else [])]
+            argv = [
+                binary,
+                *args,
+                "-json",
+                "-input=false",
+                *(f"-var-file={f}" for f in files),
+            ]
+            with _interruptible(argv, cwd=self.work_dir, env=env) as run:
+                for line in run.lines():
+                    message = _parse(line)
+                    if message is None:
+                        continue
+                    if message.get("type") == "diagnostic":
+                        diagnostic = _diagnostic(message.get("diagnostic") or {})
+                        if diagnostic.severity == "error":
+                            errors.append(diagnostic)
+                    shown = describe(message)
+                    if shown:
+                        progress(shown)
+                code, _, stderr = run.finish()
+        if code in ok_codes and not errors:
+            return code
+        reason = "; ".join(map(str, errors)) or _short(stderr) or f"exit status {code}"
+        raise ProvisionError(f"terraform {args[0]} failed: {reason}")
+
+    @contextlib.contextmanager
+    def _var_file(self, variables: Mapping[str, Any] | None) -> Iterator[Path | None]:
+        """Variables for one run in a 0600 file that is deleted afterwards (values may be
+        secrets: never on the command line)."""
+        if not variables:
+            yield None
+            return
+        path = self.state_dir / f".run-{os.getpid()}-{secrets.token_hex(6)}.tfvars.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(dict(variables), handle)
+            yield path
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    @staticmethod
+    def _tail(result: subprocess.CompletedProcess[str]) -> str:
+        text = (result.stderr or "").strip() or (result.stdout or "").strip()
+        lines = [
+            ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("│", "╷", "╵"))
+        ]
+        return _short(" ".join(lines[-6:])) or f"exit status {result.returncode}"
+
+
+def _parse(line: str) -> dict[str, Any] | None:
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class _Run:
+    """A running Terraform: stdout is a pipe read line by line, stderr a temp file (so a chatty
+    stderr can never block it while we read stdout)."""
+
+    def __init__(self, proc: subprocess.Popen[str], stderr: IO[str]) -> None:
+        self.proc = proc
+        self._stderr = stderr
+
+    def lines(self) -> Iterator[str]:
+        assert self.proc.stdout is not None
+        yield from self.proc.stdout
+
+    def finish(self) -> tuple[int, str, str]:
+        """Exit status, the rest of stdout, and stderr."""
+        stdout, _ = self.proc.communicate()
+        self._stderr.seek(0)
+        return self.proc.returncode, stdout or "", self._stderr.read()
+
+
+@contextlib.contextmanager
+def _interruptible(argv: list[str], *, cwd: Path, env: Mapping[str, str]) -> Iterator[_Run]:
+    """Start Terraform in its own session with umask 077. If the caller is interrupted (Ctrl-C)
+    or fails, Terraform gets one SIGINT and we wait until it has exited, so it can release the
+    state lock; a second Ctrl-C is forwarded too (Terraform then stops at once)."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as stderr:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            umask=0o077,
+            start_new_session=True,
+        )
+        try:
+            yield _Run(proc, stderr)
+        except BaseException:
+            _stop(proc)
+            raise
+        finally:
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    while proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate()  # drain its output so it never blocks on a full pipe
+        except KeyboardInterrupt:
+            continue
