@@ -171,6 +171,8 @@ class SystemdService:
             time.sleep(0.1)
 
     def _journal(self, unit: str) -> str:
+        # Let journald take in what the dead process wrote before we read (best effort).
+        _run([*self.journalctl, "--sync"])
         result = _run([*self.journalctl, "-u", unit, "-n", str(JOURNAL_LINES), "--no-pager"])
         lines = (result.stdout or result.stderr).strip()
         return f"last lines of `journalctl -u {unit}`:\n{lines or '(no journal entries)'}"

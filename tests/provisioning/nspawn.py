@@ -1,0 +1,241 @@
+"""A real systemd as PID 1 for tests: the shared Debian rootfs booted with ``systemd-nspawn``.
+
+The container boots with ``--volatile=overlay`` (a tmpfs over the read-only shared tree, thrown
+away at exit), shares the host's network (so a port an agent opens inside is reachable from the
+test), and sees the checkout under test and the host's Python read-only at their own paths, so
+``<repo>/.venv/bin/python -m iris_runtime`` runs inside unchanged. Commands run inside through
+``nsenter -t <container init> -a``; the container's files are reachable from the host under
+:attr:`NspawnHost.root` (``/proc/<init>/root``).
+
+Fixtures: ``nspawn_host`` (module scope: one boot, a few seconds, per test module). Import it,
+and ``debian_rootfs`` from ``tests.provisioning.rootfs``, into the test module or a conftest.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import pytest
+
+from tests.provisioning.rootfs import require_root_and
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BOOT_TIMEOUT = 90.0
+STOP_TIMEOUT = 20.0
+
+
+def checkout_binds() -> list[Path]:
+    """What the container needs read-only to run this checkout: the repo (with its .venv), the
+    venv if it lives elsewhere, and the real Python installation the venv points at."""
+    wanted = [REPO_ROOT, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
+    binds: list[Path] = []
+    for path in sorted(set(wanted), key=lambda p: len(p.parts)):
+        if not any(path.is_relative_to(outer) for outer in binds):
+            binds.append(path)
+    return binds
+
+
+class NspawnHost:
+    """One booted container. ``start()``/``stop()``, or use it as a context manager."""
+
+    def __init__(
+        self,
+        rootfs: Path,
+        *,
+        binds_ro: Sequence[Path] = (),
+        log_file: Path | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.rootfs = rootfs
+        self.binds_ro = tuple(binds_ro)
+        self.name = name or f"iris-test-{secrets.token_hex(3)}"
+        self.log_file = log_file
+        self._process: subprocess.Popen[bytes] | None = None
+        self._init_pid: int | None = None
+
+    # -- where things are ----------------------------------------------------------------
+
+    @property
+    def nspawn_pid(self) -> int:
+        """The systemd-nspawn process this object started (what ``stop`` signals)."""
+        if self._process is None:
+            raise RuntimeError("container not started")
+        return self._process.pid
+
+    @property
+    def pid(self) -> int:
+        """The container's init (systemd, PID 1 inside) as seen from the host."""
+        if self._init_pid is None:
+            raise RuntimeError("container not started")
+        return self._init_pid
+
+    @property
+    def root(self) -> Path:
+        """The container's file system from the host (writable: the volatile overlay)."""
+        return Path(f"/proc/{self.pid}/root")
+
+    def path(self, inside: str | Path) -> Path:
+        """Host path of a path inside the container."""
+        return self.root / Path(inside).relative_to("/")
+
+    def command(self, *argv: str) -> tuple[str, ...]:
+        """An argv that runs ``argv`` inside the container (e.g. for ``SystemdService``)."""
+        return ("nsenter", "-t", str(self.pid), "-a", "--", *argv)
+
+    def run(
+        self,
+        *argv: str,
+        env: Mapping[str, str] | None = None,
+        input: str | None = None,
+        check: bool = False,
+        timeout: float = 60.0,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` inside the container with a clean environment (plus ``env``)."""
+        environment = {"PATH": CONTAINER_PATH, "LANG": "C.UTF-8", **(env or {})}
+        return subprocess.run(
+            self.command(*argv),
+            env=environment,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=check,
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> NspawnHost:
+        argv = [
+            "systemd-nspawn",
+            f"--directory={self.rootfs}",
+            "--boot",
+            "--register=no",  # no machined on the host (systemd is not PID 1 there)
+            "--keep-unit",  # nor a transient scope unit
+            f"--machine={self.name}",
+            "--volatile=overlay",  # the shared rootfs stays pristine
+            "--console=read-only",
+            *(f"--bind-ro={path}" for path in self.binds_ro),
+        ]
+        log = open(self.log_file or os.devnull, "wb")  # noqa: SIM115 (lives as long as nspawn)
+        with log:
+            self._process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            )
+        try:
+            self._init_pid = self._find_init()
+            self._wait_booted()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM to systemd-nspawn (it powers the container off), SIGKILL if that hangs."""
+        process, self._process = self._process, None
+        self._init_pid = None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=STOP_TIMEOUT)
+
+    def __enter__(self) -> NspawnHost:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _find_init(self) -> int:
+        """The child of systemd-nspawn once it has exec'd systemd."""
+        assert self._process is not None
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        while time.monotonic() < deadline:
+            self._fail_if_exited()
+            for child in _children(self._process.pid):
+                if _comm(child) == "systemd":
+                    return child
+            time.sleep(0.05)
+        raise RuntimeError(f"systemd-nspawn started no init within {BOOT_TIMEOUT:.0f} s")
+
+    def _wait_booted(self) -> None:
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        while True:
+            self._fail_if_exited()
+            remaining = max(deadline - time.monotonic(), 1.0)
+            try:
+                result = self.run("systemctl", "is-system-running", "--wait", timeout=remaining)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(
+                    f"container did not finish booting\n{self._log_tail()}"
+                ) from None
+            state = result.stdout.strip()
+            if state in ("running", "degraded"):
+                return
+            # Right after exec, systemd has not opened its private bus socket yet.
+            if state or time.monotonic() > deadline:
+                raise RuntimeError(f"container boot ended {state!r}: {result.stderr.strip()}")
+            time.sleep(0.05)
+
+    def _fail_if_exited(self) -> None:
+        assert self._process is not None
+        if self._process.poll() is not None:
+            raise RuntimeError(
+                f"systemd-nspawn exited ({self._process.returncode})\n{self._log_tail()}"
+            )
+
+    def _log_tail(self) -> str:
+        if self.log_file is None:
+            return ""
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-30:])
+        except OSError:
+            return ""
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+@pytest.fixture(scope="module")
+def nspawn_host(
+    debian_rootfs: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[NspawnHost]:
+    """The shared rootfs booted with systemd as PID 1; this checkout runs inside it."""
+    require_root_and("systemd-nspawn", "nsenter")
+    log_file = tmp_path_factory.mktemp("nspawn") / "console.log"
+    with NspawnHost(debian_rootfs, binds_ro=checkout_binds(), log_file=log_file) as host:
+        yield host
