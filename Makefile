@@ -23,7 +23,7 @@ run: $(BIN)/iris
 	@mkdir -p $(IRIS_DATA_DIR) && chmod 700 $(IRIS_DATA_DIR)
 	@echo "Data folder: $(IRIS_DATA_DIR)"
 	@echo "API token:   $(IRIS_DATA_DIR)/api-token (unless IRIS_API_TOKEN is set)"
-	IRIS_DATA_DIR=$(IRIS_DATA_DIR) $(BIN)/iris serve
+	IRIS_DATA_DIR=$(IRIS_DATA_DIR) IRIS_REPO_DIR=$(CURDIR) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/iris serve
 
 # System packages the suite needs (root on Debian only; elsewhere install them yourself).
 apt-deps:
