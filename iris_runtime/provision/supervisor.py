@@ -25,6 +25,10 @@ and starts a fresh child it can watch.
 One supervisor per data dir: a ``flock`` on ``run/supervisor.lock`` makes a second runtime on
 the same data dir stand by instead of fighting over the same rows.
 
+Logs: ``<home>/logs/agent.log`` (the row's ``log_path``), mode 0600, with the supervisor's own
+lines (start, exit, restart) among the agent's; past 10 MB it moves to ``agent.log.1`` at the
+next start, or is copied there and truncated while the agent runs (checked every 30 s).
+
 ``IRIS_SUPERVISOR_BACKOFF_MS`` (default 1000) sets the first restart delay (tests use a short
 one); the cap stays 30 s.
 """
@@ -35,6 +39,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -62,6 +67,7 @@ STOP_GRACE_SECONDS = 10.0  # SIGTERM → SIGKILL (inside gunicorn's 15 s gracefu
 LEFTOVER_GRACE_SECONDS = 5.0  # how long to wait for a killed group to vanish
 HEARTBEAT_SECONDS = 2.0
 LOG_ROTATE_BYTES = 10 * 1024 * 1024
+LOG_CHECK_SECONDS = 30.0  # how often a running child's log size is looked at
 # What a child inherits from Iris's environment: enough for a Python program to run and format
 # text and times; nothing that configures Iris or holds a credential.
 BASE_VARIABLES = (
@@ -154,6 +160,7 @@ class _Child:
     start_time: int | None
     started: float  # monotonic
     reported_running: bool = False
+    next_log_check: float = 0.0  # monotonic
 
     @property
     def pid(self) -> int:
@@ -213,6 +220,25 @@ def open_log(path: Path) -> int:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.fchmod(fd, 0o600)
     return fd
+
+
+def rotate_log(path: Path) -> bool:
+    """Keep a running agent's log bounded: copy it to ``<log>.1`` (0600) and truncate it. The
+    child writes through an ``O_APPEND`` descriptor, so it carries on at the new end; lines
+    written between the copy and the truncation are lost, which is the price of not having
+    to restart the agent."""
+    try:
+        if path.stat().st_size <= LOG_ROTATE_BYTES:
+            return False
+        target = path.with_name(path.name + ".1")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # an older .1 may have been made by something else
+        with path.open("rb") as source, os.fdopen(fd, "wb") as copy:
+            shutil.copyfileobj(source, copy)
+        os.truncate(path, 0)
+    except OSError:
+        return False
+    return True
 
 
 def note(path: Path, line: str) -> None:
@@ -330,6 +356,9 @@ class Supervisor:
                 return
             try:
                 self._reconcile_row(row)
+            except OSError as exc:  # no such program, no permission on its home...
+                log.error("agent %s: could not start: %s", row.name, exc)
+                self._fail(row, f"could not start: {exc}")
             except Exception as exc:  # one bad row must not stop the others
                 log.exception("supervisor: agent %s failed", row.name)
                 self._fail(row, f"supervisor error: {type(exc).__name__}: {exc}")
@@ -396,6 +425,10 @@ class Supervisor:
                         revision=row.revision,
                     )
                     child.reported_running = True
+                if time.monotonic() >= child.next_log_check:
+                    child.next_log_check = time.monotonic() + LOG_CHECK_SECONDS
+                    if rotate_log(row.log_path):
+                        note(row.log_path, f"log rotated (previous part in {row.log_path}.1)")
                 return
             log.info("agent %s: installed again; restarting it", row.name)
             self._children.pop(row.name)
@@ -454,10 +487,6 @@ class Supervisor:
                 start_new_session=True,
                 close_fds=True,
             )
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.write(fd, f"[supervisor] could not start: {exc}\n".encode())
-            raise
         finally:
             os.close(fd)
         child = _Child(popen, row.revision, process_start_time(popen.pid), time.monotonic())
