@@ -93,7 +93,8 @@ class SystemdService:
             started = self._systemctl("enable", "--now", unit, check=False)
             if started.returncode != 0:
                 raise ProvisionError(
-                    f"{unit} did not start: {started.stderr.strip()}\n{self._journal(unit)}"
+                    f"{unit} did not start: {_without_symlink_notes(started.stderr)}\n"
+                    f"{self._journal(unit)}"
                 )
             progress(f"checking that {unit} stays up")
             self._wait_settled(unit)
@@ -205,6 +206,12 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     except subprocess.TimeoutExpired:
         command = " ".join(argv)
         raise ProvisionError(f"{command} did not finish in {_COMMAND_TIMEOUT:.0f} s") from None
+
+
+def _without_symlink_notes(stderr: str) -> str:
+    """systemctl enable reports the links it made on stderr too; they are not the problem."""
+    lines = stderr.strip().splitlines()
+    return "\n".join(line for line in lines if not line.startswith(("Created symlink", "Removed")))
 
 
 def _not_loaded(stderr: str) -> bool:

@@ -270,3 +270,29 @@ def test_hostile_values_reach_the_process_unchanged_and_the_parents_secrets_stay
     assert report["read_secret"] is False
     assert report["secrets_listed"] is False  # empty or unreadable, even for root
     assert service.remove("probe", no_progress) is True
+
+
+def test_a_command_missing_on_the_target_fails_enable_and_leaves_nothing(
+    nspawn_host: NspawnHost,  # noqa: F811
+    service: SystemdService,
+    tmp_path: Path,
+) -> None:
+    # Exists here, so `systemd-analyze verify` on this side passes; the container's /tmp is its
+    # own, so systemd cannot exec it there and `systemctl enable --now` itself fails.
+    program = tmp_path / "agent-program"
+    program.write_text("#!/bin/sh\nexec sleep 60\n")
+    program.chmod(0o755)
+    launch = agent_launch(nspawn_host, "missing", command=(str(program),))
+    with pytest.raises(ProvisionError) as failure:
+        service.install(launch, no_progress)
+
+    assert "iris-agent-missing.service did not start" in failure.value.message
+    assert "journalctl -u iris-agent-missing.service" in failure.value.message
+    assert not service.exists("missing")
+    assert show(nspawn_host, "iris-agent-missing.service", "LoadState") == "not-found"
+
+
+def test_systemd_running_tells_a_booted_systemd_apart(nspawn_host: NspawnHost) -> None:  # noqa: F811
+    probe = "from iris_runtime.provision.systemd import systemd_running; print(systemd_running())"
+    inside = nspawn_host.run(sys.executable, "-c", probe)
+    assert inside.stdout.strip() == "True", inside.stderr
