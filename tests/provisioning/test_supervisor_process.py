@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,7 @@ from iris_runtime.errors import ProvisionError
 from iris_runtime.provision.launch import AgentLaunch
 from iris_runtime.provision.process_service import NO_SUPERVISOR, ProcessService
 from iris_runtime.provision.supervised import SupervisedProcess, SupervisedStore
+from iris_runtime.provision.supervisor import stop_recorded
 from iris_runtime.testing.server import IrisServer, free_port
 
 pytestmark = pytest.mark.slow
@@ -34,6 +35,18 @@ IRIS_ENV = {"IRIS_SUPERVISOR_BACKOFF_MS": "100", "ANTHROPIC_API_KEY": PARENT_SEC
 WAIT = 30.0  # generous bound for things that happen in well under a second or two
 
 StartIris = Callable[..., IrisServer]
+
+
+@pytest.fixture
+def reap_agents(tmp_path: Path) -> Iterator[None]:
+    """After the test (and after its Iris servers stopped: request this fixture first), stop
+    any agent still recorded under ``tmp_path``: a failed test may leave an orphan behind."""
+    yield
+    for db in tmp_path.rglob("state.db"):
+        with SupervisedStore(db.parent) as store:
+            for process in store.all():
+                if process.pid is not None:
+                    stop_recorded(process.name, process.pid, process.pid_start_time)
 
 
 def agent_launch(
@@ -134,7 +147,7 @@ def kill_iris_hard(iris: IrisServer) -> None:
 
 
 def test_agent_runs_restarts_after_kill_and_is_removed(
-    start_iris: StartIris, tmp_path: Path
+    reap_agents: None, start_iris: StartIris, tmp_path: Path
 ) -> None:
     iris = start_iris(**IRIS_ENV)
     service = ProcessService(iris.data_dir)
@@ -194,7 +207,7 @@ def test_agent_runs_restarts_after_kill_and_is_removed(
 
 
 def test_agents_stop_and_start_with_iris_and_orphans_are_replaced(
-    start_iris: StartIris, tmp_path: Path
+    reap_agents: None, start_iris: StartIris, tmp_path: Path
 ) -> None:
     iris = start_iris(**IRIS_ENV)
     service = ProcessService(iris.data_dir)
@@ -246,7 +259,7 @@ def test_agents_stop_and_start_with_iris_and_orphans_are_replaced(
     assert port_free(launch.api_port) and port_free(launch.bridge_port)
 
 
-def test_install_fails_cleanly(start_iris: StartIris, tmp_path: Path) -> None:
+def test_install_fails_cleanly(reap_agents: None, start_iris: StartIris, tmp_path: Path) -> None:
     # No Iris at all: a clear refusal and nothing left behind.
     lonely = ProcessService(tmp_path / "no-iris")
     (tmp_path / "no-iris").mkdir()
