@@ -1,0 +1,195 @@
+"""``iris agents spawn`` on a host where systemd is PID 1 (a booted nspawn container): Iris runs
+there as a service, spawn picks systemd by itself, and the new agent's unit answers ``@name``,
+reads its skill's secret on first use, and is removed without a trace."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import secrets
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from iris_runtime.agents.ports import can_bind
+from tests.provisioning.nspawn import REPO_ROOT, NspawnHost, nspawn_host  # noqa: F401 (fixture)
+from tests.provisioning.rootfs import debian_rootfs  # noqa: F401 (fixture)
+
+# The first test to need the Debian rootfs builds it (debootstrap, about a minute).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+DATA = Path("/var/lib/iris")  # inside the container
+TEST_DIR = Path("/var/lib/iris-test")
+SECRET_VALUE = "digest-" + secrets.token_hex(16)
+SKILL_MD = """---
+name: digest-feeds
+description: Summarise the feeds.
+secrets: [DIGEST_KEY]
+---
+Use `get-secret DIGEST_KEY`.
+"""
+RULES = [
+    {
+        "when": "read your secret",
+        "turns": [
+            [
+                {
+                    "tool": "bash",
+                    "args": {
+                        "command": "get-secret --no-newline DIGEST_KEY | sha256sum | "
+                        "cut -d' ' -f1 > secret.sha; get-secret OTHER_KEY >/dev/null 2>&1; "
+                        "echo $? > other.rc"
+                    },
+                }
+            ],
+            [{"text": "done reading"}],
+        ],
+    },
+]
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := check():
+            return result
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class ContainerIris:
+    """Iris running as a transient systemd service inside the container."""
+
+    def __init__(self, host: NspawnHost) -> None:
+        self.host = host
+        first = random.randrange(31000, 39000, 100)
+        self.port = next(p for p in range(first, first + 100) if can_bind(p))
+        self.token = secrets.token_urlsafe(24)
+        self.env = {
+            "IRIS_DATA_DIR": str(DATA),
+            "IRIS_API_PORT": str(self.port),
+            "IRIS_API_TOKEN_FILE": str(TEST_DIR / "iris-token"),
+            "IRIS_REPO_DIR": str(REPO_ROOT),
+            "IRIS_PROVIDER": "scripted",
+            "IRIS_SCRIPT_FILE": str(TEST_DIR / "script.json"),
+            "IRIS_AGENT_PORTS": f"{first + 200}-{first + 249}"
+            if first + 349 < 65535
+            else "4000-4049",
+            "TELEGRAM_BOT_TOKEN": "123456:parent-telegram-" + secrets.token_hex(6),
+        }
+
+    def start(self) -> None:
+        test_dir = self.host.path(TEST_DIR)
+        test_dir.mkdir(parents=True, exist_ok=True)
+        (test_dir / "iris-token").write_text(self.token + "\n")
+        (test_dir / "iris-token").chmod(0o600)
+        (test_dir / "script.json").write_text(json.dumps({"rules": RULES}))
+        skill = self.host.path(DATA / "skills" / "digest-feeds")
+        skill.mkdir(parents=True, exist_ok=True)
+        (skill / "SKILL.md").write_text(SKILL_MD)
+        properties = [f"--setenv={k}={v}" for k, v in self.env.items() if k != "TELEGRAM_BOT_TOKEN"]
+        # The platform token goes in through a file-less path: systemd-run copies the caller's
+        # environment variable, so it never appears in an argv.
+        done = self.host.run(
+            "systemd-run",
+            "--unit=iris-main",
+            "--collect",
+            *properties,
+            "--setenv=TELEGRAM_BOT_TOKEN",
+            sys.executable,
+            "-m",
+            "iris_runtime",
+            "serve",
+            env={"TELEGRAM_BOT_TOKEN": self.env["TELEGRAM_BOT_TOKEN"]},
+        )
+        assert done.returncode == 0, done.stderr
+        wait_for(self.healthy, "Iris inside the container")
+
+    def healthy(self) -> bool:
+        try:
+            return requests.get(f"{self.url}/health", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def cli(self, *args: str, stdin: str | None = None) -> Any:
+        return self.host.run(
+            sys.executable, "-m", "iris_runtime", *args, env=self.env, input=stdin, timeout=180
+        )
+
+    def message(self, session: str, text: str) -> dict[str, Any]:
+        reply = requests.post(
+            f"{self.url}/sessions/{session}/message",
+            json={"text": text},
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=120,
+        )
+        assert reply.status_code == 200, reply.text
+        body: dict[str, Any] = reply.json()
+        return body
+
+    def stop(self) -> None:
+        self.host.run("systemctl", "stop", "iris-main")
+
+
+@pytest.fixture
+def iris(nspawn_host: NspawnHost) -> Iterator[ContainerIris]:  # noqa: F811
+    server = ContainerIris(nspawn_host)
+    server.start()
+    yield server
+    for unit in nspawn_host.path("/etc/systemd/system").glob("iris-agent-*.service"):
+        name = unit.name.removeprefix("iris-agent-").removesuffix(".service")
+        server.cli("agents", "remove", name, "--purge")
+    server.stop()
+
+
+def test_spawn_under_systemd_answers_reads_its_secret_and_is_removed(
+    iris: ContainerIris,
+    nspawn_host: NspawnHost,  # noqa: F811
+) -> None:
+    for name, value in (("DIGEST_KEY", SECRET_VALUE), ("OTHER_KEY", "other")):
+        assert iris.cli("secrets", "set", name, stdin=value).returncode == 0
+
+    done = iris.cli(
+        "agents", "spawn", "digest", "--skill", "digest-feeds", "--skill", "get-secret", "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    agent = json.loads(done.stdout)
+    assert agent["manager"] == "systemd"  # chosen by itself: systemd is PID 1 here
+    assert agent["secrets"] == ["DIGEST_KEY"]
+
+    unit = "iris-agent-digest.service"
+    text = nspawn_host.path(f"/etc/systemd/system/{unit}").read_text()
+    assert "EnvironmentFile" not in text
+    assert "Environment=TELEGRAM_BOT_TOKEN=" in text or 'Environment="TELEGRAM_BOT_TOKEN="' in text
+    home = nspawn_host.path(agent["home"])
+    token = (home / "api-token").read_text().strip()
+    for value in (token, iris.token, iris.env["TELEGRAM_BOT_TOKEN"], SECRET_VALUE):
+        assert value not in text
+    state = nspawn_host.run("systemctl", "is-active", unit).stdout.strip()
+    assert state == "active"
+
+    reply = iris.message("s1", "@digest read your secret")
+    assert reply["text"] == "done reading"
+    assert (home / "secret.sha").read_text().strip() == hashlib.sha256(
+        SECRET_VALUE.encode()
+    ).hexdigest()
+    assert (home / "other.rc").read_text().strip() == "3"
+
+    done = iris.cli("agents", "remove", "digest")
+    assert done.returncode == 0, done.stderr
+    assert not nspawn_host.path(f"/etc/systemd/system/{unit}").exists()
+    status = nspawn_host.run("systemctl", "status", unit)
+    assert status.returncode == 4  # no such unit
+    registry = json.loads(nspawn_host.path(DATA / "agents.json").read_text())
+    assert "digest" not in registry
+    assert can_bind(agent["api_port"]) and can_bind(agent["api_port"] - 100)
