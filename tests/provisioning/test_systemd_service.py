@@ -27,7 +27,9 @@ from iris_runtime.provision.systemd import SystemdService
 from tests.provisioning.nspawn import NspawnHost, nspawn_host  # noqa: F401 (fixture)
 from tests.provisioning.rootfs import debian_rootfs  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.slow
+# The first test's setup may include building the shared rootfs (debootstrap, a minute or more
+# on a busy machine); the default per-test timeout is too short for that.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT_DIR = "/etc/systemd/system"
