@@ -69,6 +69,9 @@ def build_rootfs(target: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def debian_rootfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A pristine bookworm tree. Treat it as read-only: boot it with an overlay or copy it."""
+    """A pristine bookworm tree. Treat it as read-only: boot it with an overlay or copy it.
+
+    It is built inside the setup of the first test that asks for it, which pytest-timeout counts
+    against that test: modules using it carry ``pytest.mark.timeout(900)``."""
     require_root_and("debootstrap")
     return build_rootfs(tmp_path_factory.getbasetemp() / "debian-rootfs")
