@@ -256,6 +256,34 @@ class Spawner:
         elif (kept := archive_home(home)) is not None:
             self.progress(f"kept its home (memory, logs) at {kept}")
 
+    def state(self, name: str) -> dict[str, object] | None:
+        """How a spawned agent runs and whether it is up; None for an agent spawn did not make."""
+        record = AgentRecord.read(self.config.agents_dir / name)
+        if record is None:
+            return None
+        out: dict[str, object] = {"manager": record.manager, "state": "unknown"}
+        if record.manager == "process":
+            from iris_runtime.provision.process_service import ProcessService
+
+            row = ProcessService(self.settings.data_dir).status(name)
+            if row is not None:
+                out.update(state=row.state, restarts=row.restarts)
+        elif record.manager == "systemd":
+            done = subprocess.run(
+                ["systemctl", "is-active", f"iris-agent-{name}.service"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+            out["state"] = done.stdout.strip() or "unknown"
+        else:
+            from iris_runtime.provision.docker import container_name, container_state
+
+            with contextlib.suppress(ProvisionError):
+                out["state"] = container_state(container_name(name)) or "absent"
+        return out
+
     def _managers_to_check(self, record: AgentRecord | None) -> list[str]:
         if record is not None:
             return [record.manager]

@@ -23,10 +23,6 @@ if TYPE_CHECKING:
     from iris_runtime.secrets.vault_identity import AgentVaultIdentity
 
 
-def _registry() -> AgentRegistry:
-    return registry_for(load_settings())
-
-
 def _public(entry: AgentEntry) -> dict[str, object]:
     return {
         "name": entry.name,
@@ -164,10 +160,15 @@ def unregister(name: str) -> None:
 @clean_errors
 def list_agents(as_json: bool) -> None:
     """List registered agents (tokens masked)."""
-    registry = _registry()
+    from iris_runtime.agents.spawn import Spawner
+
+    settings = load_settings()
+    registry = registry_for(settings)
     entries = list(registry.load().values())
+    spawner = Spawner(settings)
+    states = {e.name: spawner.state(e.name) for e in entries}
     if as_json:
-        click.echo(json.dumps([_public(e) for e in entries], indent=2))
+        click.echo(json.dumps([{**_public(e), "run": states[e.name]} for e in entries], indent=2))
         return
     if not entries:
         click.echo(f"no agents registered ({registry.path})", err=True)
@@ -176,7 +177,11 @@ def list_agents(as_json: bool) -> None:
     for entry in entries:
         token = mask(entry.token) if entry.token is not None else "-"
         secrets = ",".join(entry.secrets) or "-"
-        click.echo(f"{entry.name:<{width}}  {entry.bridge_url}  secrets={secrets}  token={token}")
+        run = states[entry.name]
+        where = f"  {run['manager']}:{run['state']}" if run else ""
+        click.echo(
+            f"{entry.name:<{width}}  {entry.bridge_url}  secrets={secrets}  token={token}{where}"
+        )
 
 
 def _print_entry(entry: AgentEntry, *, err: bool = False) -> None:

@@ -44,7 +44,10 @@ def with_stdin(env: dict[str, str], stdin: str, *args: str) -> subprocess.Comple
 def listed(env: dict[str, str]) -> dict[str, dict[str, Any]]:
     result = agents(env, "list", "--json")
     assert result.returncode == 0, result.stderr
-    return {e["name"]: e for e in json.loads(result.stdout)}
+    entries = json.loads(result.stdout)
+    # Registered by hand, not spawned: nothing to say about how they run.
+    assert all(entry.pop("run") is None for entry in entries)
+    return {e["name"]: e for e in entries}
 
 
 def assert_clean_failure(result: subprocess.CompletedProcess[str], *phrases: str) -> None:

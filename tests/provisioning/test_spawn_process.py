@@ -168,6 +168,10 @@ def test_spawn_answer_survive_kill_and_remove(iris: IrisServer) -> None:
     assert "{{" not in (home / "CONSTITUTION.md").read_text()
     assert (home / "api-token").stat().st_mode & 0o777 == 0o600
 
+    listed = json.loads(iris_cli(iris, "agents", "list", "--json").stdout)
+    assert listed[0]["name"] == "digest"
+    assert listed[0]["run"] == {"manager": "process", "state": "running", "restarts": 0}
+
     # @digest is answered at once, through the bridge, and the skill's secret works on first use.
     reply = iris.post("/sessions/s1/message", json_body={"text": "@digest read your secret"})
     assert reply.status == 200, reply.body
@@ -223,3 +227,44 @@ def test_an_agent_that_never_becomes_healthy_is_rolled_back(iris: IrisServer) ->
     assert "broken" not in entries
     assert ProcessService(iris.data_dir).status("broken") is None
     assert not (iris.data_dir / "agents" / "broken").exists()
+
+
+def test_twenty_concurrent_spawns_get_twenty_entries_and_distinct_ports(iris: IrisServer) -> None:
+    names = [f"crowd-{i:02d}" for i in range(20)]
+    env = cli_env(iris)
+    spawns = [
+        subprocess.Popen(
+            [sys.executable, "-m", "iris_runtime", "agents", "spawn", name, "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in names
+    ]
+    results = []
+    for process in spawns:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+        results.append(json.loads(out))
+    entries = json.loads((iris.data_dir / "agents.json").read_text())
+    assert sorted(entries) == names
+    ports = {entry["bridge_url"] for entry in entries.values()}
+    assert len(ports) == 20
+    assert all(healthy(result["api_port"]) for result in results)
+
+    removals = [
+        subprocess.Popen(
+            [sys.executable, "-m", "iris_runtime", "agents", "remove", name, "--purge"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in names
+    ]
+    for process in removals:
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+    assert json.loads((iris.data_dir / "agents.json").read_text()) == {}
+    assert ProcessService(iris.data_dir).processes() == []
