@@ -284,7 +284,7 @@ class DockerAgents:
     ) -> str | None:
         """Declare the agent and apply: the image is built if needed and the container started.
         Returns the agent's own API token (None when it uses the shared one). On failure the
-        block is taken out again and applied away before the ProvisionError is raised."""
+        agent is destroyed and its block taken out again before the ProvisionError is raised."""
         self._preflight()
         block = render_block(
             name=launch.name,
@@ -298,14 +298,24 @@ class DockerAgents:
             extra_env={k: v for k, v in launch.environment.items() if k not in MODULE_OWNED_ENV},
         )
         with self._locked():
-            before = self._read_agents()
-            self._write_agents(with_block(before, launch.name, block))
+            self._write_agents(with_block(self._read_agents(), launch.name, block))
             progress(f"declared {launch.name} in {self.agents_file}")
             try:
-                self._apply(progress)
+                self._prepare(progress)
+                progress("terraform apply")
+                self.terraform.apply(_fewer_lines(progress), var_files=[self.var_file])
                 value = self.terraform.output(f"agent_{launch.name}")
             except BaseException as exc:
-                self._roll_back(launch.name, progress, exc)
+                progress(f"rolling back {launch.name}")
+                try:
+                    self._take_out(launch.name, progress)
+                except ProvisionError as again:
+                    # The caller sees the first failure; this one says what may be left over.
+                    note = f"rollback failed too: {again}"
+                    progress(note)
+                    if isinstance(exc, ProvisionError):
+                        exc.add_note(note)
+                self._remove_leftover(launch.name, progress)
                 raise
         token = value.get("api_token") if isinstance(value, dict) else None
         if unique_token and not token:
@@ -313,21 +323,17 @@ class DockerAgents:
         return str(token) if token else None
 
     def remove(self, name: str, progress: Progress) -> bool:
-        """Take the agent's block out and apply (its container is removed by the module's
-        destroy provisioner). A container left without a block is removed directly."""
+        """Destroy the agent's module (its destroy provisioner removes the container), take its
+        block out and settle the root outputs. A container left without a block is removed
+        directly. True when there was anything to remove."""
         with self._locked():
-            text, found = without_block(self._read_agents(), name)
+            _, found = without_block(self._read_agents(), name)
             if found:
                 self._preflight()
-                self._write_agents(text)
-                progress(f"removed {name} from {self.agents_file}")
-                self._apply(progress, only=name)
-        leftover = False
-        with contextlib.suppress(ProvisionError):  # no daemon: nothing we can see is left
-            leftover = remove_container(container_name(name))
-        if leftover:
-            progress(f"removed leftover container {container_name(name)}")
-        return found or leftover
+                self._prepare(progress)
+                self._take_out(name, progress)
+                self._settle(progress)
+        return self._remove_leftover(name, progress) or found
 
     def exists(self, name: str) -> bool:
         _, found = without_block(self._read_agents(), name)
@@ -344,32 +350,45 @@ class DockerAgents:
         self.terraform.executable()  # clear error when terraform is missing
         check_docker()
 
-    def _apply(self, progress: Progress, *, only: str | None = None) -> None:
-        """init + apply. ``only``: an agent whose block was just taken out; applying just its
-        module destroys its container without rebuilding the image or touching other agents."""
+    def _prepare(self, progress: Progress) -> None:
+        # init on every run: each new module block has to be installed (local: no network).
         self._write_var_file()
         self.terraform.init(progress)
-        progress("terraform apply" + (f" (module.agent_{only} only)" if only else ""))
-        self.terraform.apply(
-            _fewer_lines(progress),
-            var_files=[self.var_file],
-            targets=[f"module.agent_{only}"] if only else (),
-        )
 
-    def _roll_back(self, name: str, progress: Progress, cause: BaseException) -> None:
-        text, found = without_block(self._read_agents(), name)
-        if not found:
-            return
-        self._write_agents(text)
-        progress(f"rolling back: removing {name} from {self.agents_file}")
+    def _take_out(self, name: str, progress: Progress) -> None:
+        """Destroy module.agent_NAME while its block is still there (Terraform runs destroy
+        provisioners only for resources still in the configuration), then delete the block.
+        Targeted, so the image and the other agents are left alone."""
+        module = f"module.agent_{name}"
+        progress(f"terraform destroy {module}")
         try:
-            self._apply(progress, only=name)
-        except ProvisionError as again:
-            # Both failures matter: the caller sees the first, the second tells what is left.
-            note = f"rollback apply failed too ({again}); `docker rm -f {container_name(name)}`"
-            if isinstance(cause, ProvisionError):
-                cause.add_note(note)
-            progress(note)
+            self.terraform.destroy(
+                _fewer_lines(progress), var_files=[self.var_file], targets=[module]
+            )
+        finally:
+            text, found = without_block(self._read_agents(), name)
+            if found:
+                self._write_agents(text)
+                progress(f"removed {name} from {self.agents_file}")
+
+    def _remove_leftover(self, name: str, progress: Progress) -> bool:
+        """Remove the agent's container if one is still there (made by hand, or left by a run
+        Terraform no longer tracks)."""
+        try:
+            removed = remove_container(container_name(name))
+        except ProvisionError:
+            return False  # no daemon: nothing we can see is left
+        if removed:
+            progress(f"removed leftover container {container_name(name)}")
+        return removed
+
+    def _settle(self, progress: Progress) -> None:
+        """A full apply after a removal, so the state drops the removed agent's output (a
+        targeted run cannot). The agent is gone already: a failure here is only reported."""
+        try:
+            self.terraform.apply(_fewer_lines(progress), var_files=[self.var_file])
+        except ProvisionError as exc:
+            progress(f"note: the follow-up apply failed ({exc}); run the next apply by hand")
 
     def _write_var_file(self) -> None:
         variables = {
@@ -402,7 +421,7 @@ class DockerAgents:
         _write_public_file(self.agents_file, text)
 
 
-# Our remove and rollback applies target one module on purpose; Terraform warns about it anyway.
+# Our destroys of one agent target its module on purpose; Terraform warns about it anyway.
 _TARGET_NOTES = (
     "warning: Resource targeting is in effect",
     "warning: Applied changes may be incomplete",

@@ -234,9 +234,19 @@ class Terraform:
         *,
         variables: Mapping[str, Any] | None = None,
         var_files: Sequence[Path] = (),
+        targets: Sequence[str] = (),
     ) -> None:
+        """Destroy everything, or only ``targets`` (and what depends on them). Run it while the
+        resources are still in the configuration: destroy-time provisioners of a block that is
+        gone from the configuration never run."""
         self._run_json(
-            ["apply", "-destroy", "-auto-approve", "-lock-timeout=" + self.lock_timeout],
+            [
+                "apply",
+                "-destroy",
+                "-auto-approve",
+                "-lock-timeout=" + self.lock_timeout,
+                *(f"-target={t}" for t in targets),
+            ],
             progress,
             variables,
             var_files,
@@ -378,7 +388,9 @@ class _Run:
 
     def lines(self) -> Iterator[str]:
         assert self.proc.stdout is not None
-        yield from self.proc.stdout
+        # Not `yield from`: closing an abandoned generator would close the pipe with it.
+        for line in self.proc.stdout:  # noqa: UP028
+            yield line
 
     def finish(self) -> tuple[int, str, str]:
         """Exit status, the rest of stdout, and stderr."""
@@ -419,6 +431,9 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGINT)
         try:
-            proc.communicate()  # drain its output so it never blocks on a full pipe
+            if proc.stdout is not None and not proc.stdout.closed:
+                proc.communicate()  # drain its output so it never blocks on a full pipe
+            else:
+                proc.wait()
         except KeyboardInterrupt:
             continue

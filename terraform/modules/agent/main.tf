@@ -47,10 +47,12 @@ locals {
     "IRIS_SLACK_APP_TOKEN", "IRIS_SLACK_BOT_TOKEN", "TELEGRAM_BOT_TOKEN",
     ], var.unique_api_token ? ["IRIS_API_TOKEN"] : [],
   ))
+  # A container that was created but failed to start is removed again: the resource is then
+  # tainted, and Terraform runs no destroy provisioner for a tainted resource.
   run_command = join(" ", concat(
     [
       "docker rm --force \"$IRIS_RUN_CONTAINER\" >/dev/null 2>&1;",
-      "exec docker run --detach --name \"$IRIS_RUN_CONTAINER\" --network host --restart unless-stopped",
+      "docker run --detach --name \"$IRIS_RUN_CONTAINER\" --network host --restart unless-stopped",
       "--label iris.agent=\"$IRIS_RUN_AGENT\" --stop-timeout 20",
       "--log-opt max-size=10m --log-opt max-file=3",
       "--volume \"$IRIS_RUN_HOST_DATA_DIR:$IRIS_RUN_CONTAINER_DATA_DIR\"",
@@ -58,7 +60,10 @@ locals {
     var.user != "" ? ["--user \"$IRIS_RUN_USER\""] : [],
     local.env_file != "" ? ["--env-file \"$IRIS_RUN_ENV_FILE\""] : [],
     [for name in local.env_names : "--env ${name}"],
-    ["\"$IRIS_RUN_IMAGE\""],
+    [
+      "\"$IRIS_RUN_IMAGE\"",
+      "|| { rc=$?; docker rm --force \"$IRIS_RUN_CONTAINER\" >/dev/null 2>&1; exit $rc; }",
+    ],
   ))
 }
 
