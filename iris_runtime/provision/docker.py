@@ -316,6 +316,7 @@ class DockerAgents:
                     if isinstance(exc, ProvisionError):
                         exc.add_note(note)
                 self._remove_leftover(launch.name, progress)
+                self._settle(progress)
                 raise
         token = value.get("api_token") if isinstance(value, dict) else None
         if unique_token and not token:
@@ -383,12 +384,16 @@ class DockerAgents:
         return removed
 
     def _settle(self, progress: Progress) -> None:
-        """A full apply after a removal, so the state drops the removed agent's output (a
-        targeted run cannot). The agent is gone already: a failure here is only reported."""
+        """After a removal the state still holds the agent's root output (a targeted run cannot
+        drop it): apply once more when that is all there is to change. Pending resource
+        changes (a rebuilt image, other agents) are left for the next spawn, not done as a
+        side effect of a removal. The agent is gone already: a failure is only reported."""
         try:
-            self.terraform.apply(_fewer_lines(progress), var_files=[self.var_file])
+            changed, resources = self.terraform.planned_changes(var_files=[self.var_file])
+            if changed and not resources:
+                self.terraform.apply(_fewer_lines(progress), var_files=[self.var_file])
         except ProvisionError as exc:
-            progress(f"note: the follow-up apply failed ({exc}); run the next apply by hand")
+            progress(f"note: the follow-up apply failed ({exc}); the next spawn retries it")
 
     def _write_var_file(self) -> None:
         variables = {

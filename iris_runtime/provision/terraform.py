@@ -30,7 +30,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -196,15 +196,35 @@ class Terraform:
         variables: Mapping[str, Any] | None = None,
         var_files: Sequence[Path] = (),
     ) -> bool:
-        """Whether applying would change anything (``-detailed-exitcode``: 0 none, 2 some)."""
+        """Whether applying would change anything (``-detailed-exitcode``: 0 none, 2 some),
+        output values included."""
+        return self.planned_changes(progress, variables=variables, var_files=var_files)[0]
+
+    def planned_changes(
+        self,
+        progress: Progress = no_progress,
+        *,
+        variables: Mapping[str, Any] | None = None,
+        var_files: Sequence[Path] = (),
+    ) -> tuple[bool, list[str]]:
+        """Whether applying would change anything, and the addresses of the resources it
+        would create, change or destroy (empty when only output values would change)."""
+        resources: list[str] = []
+
+        def collect(message: Mapping[str, Any]) -> None:
+            change = message.get("change") or {}
+            if message.get("type") == "planned_change" and change.get("action") != "noop":
+                resources.append(str((change.get("resource") or {}).get("addr", "")))
+
         code = self._run_json(
             ["plan", "-detailed-exitcode", "-lock-timeout=" + self.lock_timeout],
             progress,
             variables,
             var_files,
             ok_codes=(0, 2),
+            on_message=collect,
         )
-        return code == 2
+        return code == 2, resources
 
     def apply(
         self,
@@ -311,6 +331,7 @@ class Terraform:
         variables: Mapping[str, Any] | None,
         var_files: Sequence[Path],
         ok_codes: tuple[int, ...] = (0,),
+        on_message: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> int:
         binary, env = self._prepare()
         errors: list[Diagnostic] = []
@@ -328,6 +349,8 @@ class Terraform:
                     message = _parse(line)
                     if message is None:
                         continue
+                    if on_message is not None:
+                        on_message(message)
                     if message.get("type") == "diagnostic":
                         diagnostic = _diagnostic(message.get("diagnostic") or {})
                         if diagnostic.severity == "error":

@@ -327,7 +327,10 @@ def test_a_failed_apply_rolls_back(
     assert docker_agents.agents_file.read_text() == before
     assert inspect_container("iris-agent-broken") is None
     assert not docker_agents.exists("broken")
-    assert docker_agents.terraform.plan(var_files=[docker_agents.var_file]) is False
+    assert docker_agents.terraform.planned_changes(var_files=[docker_agents.var_file]) == (
+        False,
+        [],
+    )
 
 
 def test_docker_unavailable_is_a_clear_error(
