@@ -41,6 +41,7 @@ REPO_PARTS = (
     "iris_runtime",
     "plugins",
     "terraform",
+    "agents",  # the scaffolds `iris agents spawn` renders
 )
 
 
