@@ -43,6 +43,16 @@ def require_root_and(*tools: str) -> None:
         pytest.skip(f"needs {', '.join(missing)} (make test installs them on Debian)")
 
 
+def unmount_below(root: Path) -> None:
+    """Lazily unmount every mount at or below ``root``, deepest first."""
+    prefix = str(root.resolve())
+    with open("/proc/self/mounts", encoding="utf-8") as mounts:
+        points = [line.split()[1] for line in mounts]
+    inside = [p for p in points if p == prefix or p.startswith(prefix + "/")]
+    for point in sorted(inside, key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+
+
 def build_rootfs(target: Path) -> Path:
     """Run debootstrap into ``target`` (once; a finished tree is marked and reused)."""
     done = target / ".iris-rootfs-complete"
@@ -59,7 +69,11 @@ def build_rootfs(target: Path) -> Path:
         str(target),
         mirror,
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    finally:
+        # debootstrap mounts /proc (and more) inside the tree; interrupted, it leaves them.
+        unmount_below(target)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
         raise RuntimeError(f"debootstrap failed ({result.returncode}):\n{tail}")
