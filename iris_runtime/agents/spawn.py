@@ -191,7 +191,7 @@ class Spawner:
             launch = self.launch_for(record, home, extra_env)
             entry = self._start(launch, request, manager, backend, undo) or entry
             self.wait_until_ready(launch, manager)
-            self._commit_scaffold(name, manager)
+            self.commit_scaffold(name, manager)
             undo.pop_all()
         seconds = time.monotonic() - started
         self.progress(
@@ -425,7 +425,7 @@ class Spawner:
             raise ProvisionError(f"{launch.name}'s bridge at {launch.bridge_url}: {problem}")
         self.progress(f"bridge round trip to {launch.bridge_url} ok")
 
-    def _commit_scaffold(self, name: str, manager: str) -> None:
+    def commit_scaffold(self, name: str, manager: str) -> None:
         """Commit what spawn changed in the repo (``terraform/agents.tf``) when a GitHub token is
         configured and the repo is a git checkout; otherwise skip with one line."""
         repo = self.config.repo_dir

@@ -146,3 +146,22 @@ def test_process_mode_without_a_running_iris_is_refused(data_dir: Path) -> None:
     assert code != 0
     assert "needs a running Iris" in output
     assert_nothing_left(data_dir, "digest")
+
+
+def test_docker_mode_without_a_docker_engine_leaves_nothing(data_dir: Path, tmp_path: Path) -> None:
+    code, output = spawn(
+        data_dir, "boxed", "--mode", "docker", DOCKER_HOST=f"unix://{tmp_path}/no-docker.sock"
+    )
+    assert code != 0
+    assert "Docker" in output and "Traceback" not in output
+    assert "rolled back" in output
+    assert_nothing_left(data_dir, "boxed")
+
+
+def test_docker_mode_without_terraform_says_how_to_get_it(data_dir: Path, tmp_path: Path) -> None:
+    code, output = spawn(
+        data_dir, "boxed", "--mode", "docker", IRIS_TERRAFORM_BIN=str(tmp_path / "no-terraform")
+    )
+    assert code != 0
+    assert "terraform" in output.lower() and "Traceback" not in output
+    assert_nothing_left(data_dir, "boxed")

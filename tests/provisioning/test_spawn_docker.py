@@ -105,6 +105,7 @@ def test_docker_spawn_registers_answers_reads_its_secret_and_is_removed(
     assert agent["secrets"] == ["FEED_KEY"]
     assert agent["token"].startswith("****")  # its own token, from the module, registered
     assert "terraform" in done.stderr.lower()  # Terraform's progress was shown
+    assert "scaffold commit skipped: no GitHub token configured" in done.stderr
 
     # The container answers @boxed through the bridge (offline provider: it echoes).
     reply = iris.post("/sessions/d1/message", json_body={"text": "@boxed are you there"})
