@@ -37,7 +37,7 @@ def _env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 
     return value
 
 
-def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
+def env_float(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -149,24 +149,24 @@ class Settings:
             model=env.get("IRIS_MODEL", "").strip(),
             subagent_model=env.get("IRIS_SUBAGENT_MODEL", "").strip(),
             provider_max_retries=_env_int(env, "IRIS_PROVIDER_MAX_RETRIES", 4, minimum=0),
-            provider_stream_timeout_seconds=_env_float(
+            provider_stream_timeout_seconds=env_float(
                 env, "IRIS_PROVIDER_STREAM_TIMEOUT_SECONDS", 120.0
             ),
             max_body_bytes=_env_int(env, "IRIS_MAX_BODY_BYTES", 25 * 1024 * 1024, minimum=1024),
             max_turns=_env_int(env, "IRIS_MAX_TURNS", 40, minimum=1),
             threads=_env_int(env, "IRIS_THREADS", 32, minimum=4),
-            sse_heartbeat_seconds=_env_float(env, "IRIS_SSE_HEARTBEAT_SECONDS", 15.0),
+            sse_heartbeat_seconds=env_float(env, "IRIS_SSE_HEARTBEAT_SECONDS", 15.0),
             lane_main=_env_int(env, "IRIS_LANE_MAIN", 4, minimum=1),
             lane_subagent=_env_int(env, "IRIS_LANE_SUBAGENT", 4, minimum=1),
             lane_events=_env_int(env, "IRIS_LANE_EVENTS", 2, minimum=1),
-            bash_timeout_seconds=_env_float(env, "IRIS_BASH_TIMEOUT_SECONDS", 300.0),
+            bash_timeout_seconds=env_float(env, "IRIS_BASH_TIMEOUT_SECONDS", 300.0),
             tool_output_max_chars=_env_int(env, "IRIS_TOOL_OUTPUT_MAX_CHARS", 30_000, minimum=100),
             sandbox=env.get("IRIS_SANDBOX", "").strip() or "host",
             bridge_heartbeat_seconds=_env_ms(env, "IRIS_BRIDGE_HEARTBEAT_MS", 10_000),
             bridge_idle_timeout_seconds=_env_ms(env, "IRIS_BRIDGE_IDLE_TIMEOUT_MS", 300_000),
             bridge_deadline_seconds=_env_ms(env, "IRIS_BRIDGE_DEADLINE_MS", 4 * 3600_000),
             bridge_job_retention_seconds=3600
-            * _env_float(env, "IRIS_BRIDGE_JOB_RETENTION_HOURS", 72.0),
+            * env_float(env, "IRIS_BRIDGE_JOB_RETENTION_HOURS", 72.0),
             escalation_channel=env.get("IRIS_ESCALATION_CHANNEL", "").strip() or None,
             events_poll_seconds=_env_ms(env, "IRIS_EVENTS_POLL_MS", 500),
             events_parse_grace_seconds=_env_ms(env, "IRIS_EVENTS_PARSE_GRACE_MS", 1000),
@@ -261,7 +261,7 @@ def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "vault_role_id": env.get("IRIS_VAULT_ROLE_ID", "").strip(),
         "vault_secret_id": _secret_from(env, "IRIS_VAULT_SECRET_ID"),
         "vault_cacert": env.get("IRIS_VAULT_CACERT", "").strip() or None,
-        "vault_timeout_seconds": _env_float(env, "IRIS_VAULT_TIMEOUT_SECONDS", 5.0),
+        "vault_timeout_seconds": env_float(env, "IRIS_VAULT_TIMEOUT_SECONDS", 5.0),
     }
 
 

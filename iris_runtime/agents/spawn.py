@@ -54,6 +54,7 @@ from iris_runtime.config import TOKEN_FILE_NAME, Settings
 from iris_runtime.engine.skills import Skill, discover_skills, secrets_for_skills
 from iris_runtime.errors import InvalidInput, NotFound, ProvisionError
 from iris_runtime.provision.launch import (
+    IDENTITY_VARS,
     PLATFORM_TOKEN_VARS,
     AgentLaunch,
     AgentService,
@@ -81,22 +82,7 @@ INHERITED_VARS = (
     "IRIS_LOG_LEVEL",
 )
 # What `--env` may not set: the agent's identity and wiring are spawn's to decide.
-OWN_VARS = frozenset(
-    {
-        "AGENT_NAME",
-        "BRIDGE_PORT",
-        "IRIS_API_PORT",
-        "IRIS_API_HOST",
-        "IRIS_DATA_DIR",
-        "IRIS_SECRETS_MODE",
-        "IRIS_SECRET_BROKER_URL",
-        "IRIS_PROVIDER",
-        "IRIS_MODEL",
-        "IRIS_API_TOKEN_FILE",
-        "PATH",
-        *PLATFORM_TOKEN_VARS,
-    }
-)
+OWN_VARS = IDENTITY_VARS | {"IRIS_PROVIDER", "IRIS_MODEL", "IRIS_API_TOKEN_FILE", "PATH"}
 READY_POLL_SECONDS = 0.2
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ENV_NAME_RE = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from iris_runtime.config import Settings
+from iris_runtime.config import Settings, env_float
 from iris_runtime.errors import ConfigError
 
 DEFAULT_REPO_DIR = Path("/iris/repo")
@@ -77,7 +77,7 @@ class SpawnConfig:
             unit_dir=Path(_get(env, "IRIS_SYSTEMD_UNIT_DIR", "/etc/systemd/system")),
             broker_url=_get(env, "IRIS_AGENT_BROKER_URL", "").rstrip("/")
             or f"http://127.0.0.1:{settings.api_port}",
-            health_timeout_seconds=_seconds(env, "IRIS_AGENT_HEALTH_TIMEOUT_SECONDS", 60.0),
+            health_timeout_seconds=env_float(env, "IRIS_AGENT_HEALTH_TIMEOUT_SECONDS", 60.0),
             docker_image=_get(env, "IRIS_DOCKER_IMAGE", "iris-runtime:local"),
             docker_base_image=_get(env, "IRIS_DOCKER_BASE_IMAGE", "python:3.11-slim"),
             terraform_bin=_get(env, "IRIS_TERRAFORM_BIN", "terraform"),
@@ -89,16 +89,3 @@ class SpawnConfig:
 
 def _get(env: Mapping[str, str], name: str, default: str) -> str:
     return env.get(name, "").strip() or default
-
-
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number of seconds, not {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"{name} must be positive, not {raw!r}")
-    return value

@@ -25,26 +25,14 @@ from typing import Any
 
 from iris_runtime.errors import ProvisionError
 from iris_runtime.private_files import file_lock, private_dir, write_private_file
-from iris_runtime.provision.launch import PLATFORM_TOKEN_VARS, AgentLaunch, Progress
+from iris_runtime.provision.launch import IDENTITY_VARS, AgentLaunch, Progress
 from iris_runtime.provision.terraform import Terraform
 
 DOCKER_BIN = "docker"
 CONTAINER_PREFIX = "iris-agent-"
 SECRETS_MODES = ("env", "store", "proxy")
 # Set by the module from its own variables; the rest of a launch's environment is extra_env.
-MODULE_OWNED_ENV = frozenset(
-    {
-        "AGENT_NAME",
-        "BRIDGE_PORT",
-        "IRIS_API_PORT",
-        "IRIS_API_HOST",
-        "IRIS_DATA_DIR",
-        "IRIS_SECRETS_MODE",
-        "IRIS_SECRET_BROKER_URL",
-        "IRIS_API_TOKEN",
-        *PLATFORM_TOKEN_VARS,
-    }
-)
+MODULE_OWNED_ENV = IDENTITY_VARS | {"IRIS_API_TOKEN"}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _AGENT_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
 

@@ -21,6 +21,20 @@ Progress = Callable[[str], None]
 # Set empty on every agent, whatever the parent has: a bridge-only agent must never log in as
 # Iris's own Slack app or Telegram bot (two processes on one bot fight over its connection).
 PLATFORM_TOKEN_VARS = ("IRIS_SLACK_APP_TOKEN", "IRIS_SLACK_BOT_TOKEN", "TELEGRAM_BOT_TOKEN")
+# Who the agent is and how it is wired to Iris: always set by spawn (or the Docker module), never
+# by a caller's extra settings.
+IDENTITY_VARS = frozenset(
+    {
+        "AGENT_NAME",
+        "BRIDGE_PORT",
+        "IRIS_API_PORT",
+        "IRIS_API_HOST",
+        "IRIS_DATA_DIR",
+        "IRIS_SECRETS_MODE",
+        "IRIS_SECRET_BROKER_URL",
+        *PLATFORM_TOKEN_VARS,
+    }
+)
 
 
 def no_progress(line: str) -> None:
