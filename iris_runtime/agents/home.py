@@ -139,11 +139,12 @@ def _fill_home(
     render_file(scaffold / "MEMORY.md", home / "MEMORY.md", values)
     skills_dir = private_dir(home / "skills")
     for skill in skills:
+        _refuse_escaping_links(skill)
         try:
             shutil.copytree(
                 skill.path,
                 skills_dir / _folder_name(skill),
-                symlinks=False,
+                symlinks=True,
                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
             )
         except (OSError, shutil.Error) as exc:
@@ -152,6 +153,18 @@ def _fill_home(
             ) from None
     if token is not None:
         write_private_file(home / TOKEN_FILE_NAME, (token + "\n").encode("utf-8"))
+
+
+def _refuse_escaping_links(skill: Skill) -> None:
+    """A skill's symlinks may point within the skill only: one to Iris's data dir would hand
+    the agent a copy of (or a way to) files it must not see."""
+    root = skill.path.resolve()
+    for path in skill.path.rglob("*"):
+        if path.is_symlink() and not path.resolve().is_relative_to(root):
+            raise InvalidInput(
+                f"skill {skill.name!r}: {path} links outside the skill ({path.resolve()}); "
+                "copy the file into the skill instead"
+            )
 
 
 def _folder_name(skill: Skill) -> str:
@@ -171,7 +184,10 @@ def archive_home(home: Path) -> Path | None:
     while target.exists():
         suffix += 1
         target = target.with_name(f"{target.name.split('.')[0]}.{suffix}")
-    home.rename(target)
+    try:
+        home.rename(target)
+    except FileNotFoundError:
+        return None  # a concurrent remove archived it first
     return target
 
 

@@ -26,9 +26,6 @@ import secrets
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +39,7 @@ from iris_runtime.agents.home import (
     skills_list,
 )
 from iris_runtime.agents.ports import allocate_bridge_port, ports_of
+from iris_runtime.agents.readiness import wait_until_ready
 from iris_runtime.agents.registry import (
     NAME_RE,
     AgentEntry,
@@ -49,10 +47,11 @@ from iris_runtime.agents.registry import (
     AgentRegistry,
     registry_for,
 )
+from iris_runtime.agents.scaffold_commit import commit_repo_change
 from iris_runtime.agents.spawn_config import API_PORT_OFFSET, SpawnConfig
 from iris_runtime.config import TOKEN_FILE_NAME, Settings
 from iris_runtime.engine.skills import Skill, discover_skills, secrets_for_skills
-from iris_runtime.errors import InvalidInput, NotFound, ProvisionError
+from iris_runtime.errors import ConfigError, InvalidInput, IrisError, NotFound, ProvisionError
 from iris_runtime.provision.launch import (
     IDENTITY_VARS,
     PLATFORM_TOKEN_VARS,
@@ -108,6 +107,19 @@ class SpawnResult:
     seconds: float
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """A spawn request checked and resolved, before anything is changed."""
+
+    name: str
+    manager: str
+    backend: AgentService | DockerAgents
+    skills: list[Skill]
+    extra_env: dict[str, str]
+    allow_list: list[str]
+    token: str | None
+
+
 class Spawner:
     def __init__(
         self,
@@ -127,6 +139,46 @@ class Spawner:
 
     def spawn(self, request: SpawnRequest) -> SpawnResult:
         started = time.monotonic()
+        plan = self._plan(request)
+        with contextlib.ExitStack() as undo:
+            entry = self.registry.add(plan.name, self._choose_url, plan.allow_list, plan.token)
+            undo.callback(self._unregister, plan.name)
+            port = _port_of(entry.bridge_url)
+            self.progress(
+                f"registered {plan.name}: bridge port {port}, API port {port + API_PORT_OFFSET}, "
+                f"secrets {', '.join(entry.secrets) or '-'}"
+            )
+            home = self.config.agents_dir / plan.name
+            create_home(
+                home,
+                repo_dir=self.config.repo_dir,
+                values=self._scaffold_values(plan.name, port, plan.skills),
+                skills=plan.skills,
+                token=plan.token,
+                constitution=request.constitution,
+            )
+            undo.callback(delete_home, home)
+            self.progress(f"created home {home}")
+            record = self._record(plan, request, port)
+            record.write(home)
+            launch = self.launch_for(record, home, plan.extra_env)
+            entry = self._start(launch, request, plan, undo) or entry
+            wait_until_ready(
+                launch, plan.manager, self.config.health_timeout_seconds, self.progress
+            )
+            undo.pop_all()
+        if plan.manager == "docker":
+            self._commit_agents_tf(f"agents: spawn {plan.name} (docker)")
+        seconds = time.monotonic() - started
+        self.progress(
+            f"{plan.name} is ready ({seconds:.1f} s): @{plan.name} answers through "
+            f"{launch.bridge_url}"
+        )
+        return SpawnResult(entry=entry, record=record, home=home, seconds=seconds)
+
+    def _plan(self, request: SpawnRequest) -> _Plan:
+        """Every check that can fail before anything is changed: name, mode, skills, settings,
+        the backend and whether it already holds something under this name."""
         name = check_name(request.name)
         if request.mode not in MODES:
             raise InvalidInput(f"--mode must be service or docker, not {request.mode!r}")
@@ -134,68 +186,56 @@ class Spawner:
         extra_env = check_extra_env(request.extra_env)
         manager = self.manager_for(request)
         if self.registry.get(name) is not None:
-            raise AgentExists(f"an agent named {name!r} is already registered")
-        provider, model = self.settings.provider, self._model(request)
-        allow_list = [*secrets_for_skills(skills), *provider_key_vars(provider)]
-        # Built before anything is touched: a missing component fails here, with nothing to undo.
-        backend: AgentService | DockerAgents = (
-            self.docker() if manager == "docker" else self.service(manager)
+            raise AgentExists(
+                f"an agent named {name!r} is already registered (left by an interrupted spawn? "
+                f"`iris agents remove {name}` clears it)"
+            )
+        backend: AgentService | DockerAgents
+        if manager == "docker":
+            backend = self.docker()
+            backend.preflight(name)
+        else:
+            backend = self.service(manager)
+        if backend.exists(name):
+            # Never adopt (and on rollback destroy) a unit, process or container that was
+            # there before: it belongs to something else.
+            raise AgentExists(
+                f"{manager} already has an agent named {name!r} that is not registered; "
+                f"`iris agents remove {name}` removes it"
+            )
+        provider = self.settings.provider
+        return _Plan(
+            name=name,
+            manager=manager,
+            backend=backend,
+            skills=skills,
+            extra_env=extra_env,
+            allow_list=[*secrets_for_skills(skills), *provider_key_vars(provider)],
+            # Docker agents get their token from the Terraform module instead.
+            token=None if manager == "docker" else secrets.token_urlsafe(32),
         )
-        own_token = manager != "docker"  # Docker tokens come from the Terraform module
-        token = secrets.token_urlsafe(32) if own_token else None
-        with contextlib.ExitStack() as undo:
-            entry = self.registry.add(name, self._choose_url, allow_list, token)
-            undo.callback(self._unregister, name)
-            port = _port_of(entry.bridge_url)
-            self.progress(
-                f"registered {name}: bridge port {port}, API port {port + API_PORT_OFFSET}, "
-                f"secrets {', '.join(entry.secrets) or '-'}"
-            )
-            home = self.config.agents_dir / name
-            create_home(
-                home,
-                repo_dir=self.config.repo_dir,
-                values=self._scaffold_values(name, port, skills),
-                skills=skills,
-                token=token,
-                constitution=request.constitution,
-            )
-            undo.callback(delete_home, home)
-            self.progress(f"created home {home}")
-            record = AgentRecord(
-                name=name,
-                mode=request.mode,
-                manager=manager,
-                bridge_port=port,
-                api_port=port + API_PORT_OFFSET,
-                skills=tuple(s.name for s in skills),
-                provider=provider,
-                model=model,
-                created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            )
-            record.write(home)
-            launch = self.launch_for(record, home, extra_env)
-            entry = self._start(launch, request, manager, backend, undo) or entry
-            self.wait_until_ready(launch, manager)
-            self.commit_scaffold(name, manager)
-            undo.pop_all()
-        seconds = time.monotonic() - started
-        self.progress(
-            f"{name} is ready ({seconds:.1f} s): @{name} answers through {launch.bridge_url}"
+
+    def _record(self, plan: _Plan, request: SpawnRequest, port: int) -> AgentRecord:
+        return AgentRecord(
+            name=plan.name,
+            mode=request.mode,
+            manager=plan.manager,
+            bridge_port=port,
+            api_port=port + API_PORT_OFFSET,
+            skills=tuple(s.name for s in plan.skills),
+            provider=self.settings.provider,
+            model=self._model(request),
+            created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         )
-        return SpawnResult(entry=entry, record=record, home=home, seconds=seconds)
 
     def _start(
-        self,
-        launch: AgentLaunch,
-        request: SpawnRequest,
-        manager: str,
-        backend: AgentService | DockerAgents,
-        undo: contextlib.ExitStack,
+        self, launch: AgentLaunch, request: SpawnRequest, plan: _Plan, undo: contextlib.ExitStack
     ) -> AgentEntry | None:
-        """Start the agent; returns the updated entry when the start issued its token."""
-        if manager == "docker":
-            docker = cast("DockerAgents", backend)
+        """Start the agent; returns the updated entry when the start issued its token. The undo
+        is pushed before ``install`` because an interrupted install may have created part of
+        what it makes; ``_plan`` made sure nothing of that name existed before."""
+        if plan.manager == "docker":
+            docker = cast("DockerAgents", plan.backend)
             undo.callback(docker.remove, launch.name, self.progress)
             mode = self.settings.secrets_mode
             # store/proxy scope the allow-list by the agent's own token, so they require one.
@@ -209,7 +249,7 @@ class Spawner:
             entry = self.registry.register(launch.name, launch.bridge_url, token=token)
             self.progress(f"registered {launch.name}'s own API token (from the module output)")
             return entry
-        service = cast(AgentService, backend)
+        service = cast(AgentService, plan.backend)
         undo.callback(service.remove, launch.name, self.progress)
         service.install(launch, self.progress)
         return None
@@ -218,29 +258,60 @@ class Spawner:
 
     def remove(self, name: str, *, purge: bool = False) -> None:
         """Stop and delete agent ``name``: its unit, process or container, its Vault token, its
-        registration; its home is archived (or deleted with ``purge``)."""
+        registration; its home is archived (or deleted with ``purge``).
+
+        A backend that cannot be reached (Docker down, no systemctl) does not stop the rest:
+        the agent is still unregistered and its token revoked, so nothing can use it, and the
+        error then names what may be left running."""
         name = check_name(name)
         home = self.config.agents_dir / name
-        record = AgentRecord.read(home)
+        try:
+            record = AgentRecord.read(home)
+        except ConfigError as exc:
+            self.progress(f"{exc.message}; looking for {name} everywhere")
+            record = None
         registered = self.registry.get(name) is not None
-        removed_any = False
-        for manager in self._managers_to_check(record):
-            backend = self.docker() if manager == "docker" else self.service(manager)
-            if backend.exists(name):
-                self.progress(f"stopping {name} ({manager})")
-                removed_any |= backend.remove(name, self.progress)
+        removed_any, left = self._stop_everywhere(name, record)
         if self._revoke_vault_identity(name):
             self.progress(f"revoked {name}'s Vault token and policy")
         if registered:
             self.registry.unregister(name)
             self.progress(f"unregistered {name}")
-        if not (registered or removed_any or home.exists()):
+        if not (registered or removed_any or left or home.exists()):
             raise NotFound(f"no agent named {name!r}: not registered, no home, nothing running")
         if purge:
             delete_home(home)
             self.progress(f"deleted {home}")
         elif (kept := archive_home(home)) is not None:
             self.progress(f"kept its home (memory, logs) at {kept}")
+        if removed_any and (record is None or record.manager == "docker"):
+            self._commit_agents_tf(f"agents: remove {name} (docker)")
+        if left:
+            raise ProvisionError(
+                f"{name} is unregistered, but stopping it failed: {'; '.join(left)}. "
+                f"Run `iris agents remove {name}` again once that is fixed."
+            )
+
+    def _stop_everywhere(self, name: str, record: AgentRecord | None) -> tuple[bool, list[str]]:
+        removed_any, problems = False, []
+        for manager in self._managers_to_check(record):
+            try:
+                backend = self.docker() if manager == "docker" else self.service(manager)
+                if backend.exists(name):
+                    self.progress(f"stopping {name} ({manager})")
+                    removed_any |= backend.remove(name, self.progress)
+            except (IrisError, OSError, subprocess.SubprocessError) as exc:
+                problems.append(f"{manager}: {getattr(exc, 'message', exc)}")
+        return removed_any, problems
+
+    def _commit_agents_tf(self, message: str) -> None:
+        commit_repo_change(
+            self.config.repo_dir,
+            "terraform/agents.tf",
+            message,
+            token_set=self.config.github_token_set,
+            progress=self.progress,
+        )
 
     def state(self, name: str) -> dict[str, object] | None:
         """How a spawned agent runs and whether it is up; None for an agent spawn did not make."""
@@ -311,7 +382,13 @@ class Spawner:
         if wanted not in ("auto", "systemd", "process"):
             raise InvalidInput(f"--service-manager must be systemd or process, not {wanted!r}")
         if wanted == "auto":
-            return "systemd" if self._systemd_booted() else "process"
+            if self._systemd_booted():
+                return "systemd"
+            self.progress(
+                "systemd is not running here: Iris will supervise the agent as a child process, "
+                "which does not hide Iris's files from it (use systemd or --mode docker for that)"
+            )
+            return "process"
         if wanted == "systemd" and not self._systemd_booted():
             raise ProvisionError(
                 "--service-manager systemd: systemd is not running on this machine (no "
@@ -393,53 +470,6 @@ class Spawner:
         if self.settings.env_file is not None:
             paths.append(self.settings.env_file)
         return tuple(paths)
-
-    def wait_until_ready(self, launch: AgentLaunch, manager: str) -> None:
-        """``/health`` on the API port, then one round trip through the bridge port."""
-        self.progress(f"waiting for {launch.health_url}")
-        deadline = time.monotonic() + self.config.health_timeout_seconds
-        while not _healthy(launch.health_url):
-            if time.monotonic() > deadline:
-                raise ProvisionError(
-                    f"{launch.name} did not become healthy within "
-                    f"{self.config.health_timeout_seconds:.0f} s ({launch.health_url})"
-                    + _log_hint(launch, manager)
-                )
-            time.sleep(READY_POLL_SECONDS)
-        problem = _bridge_problem(launch.bridge_url)
-        if problem:
-            raise ProvisionError(f"{launch.name}'s bridge at {launch.bridge_url}: {problem}")
-        self.progress(f"bridge round trip to {launch.bridge_url} ok")
-
-    def commit_scaffold(self, name: str, manager: str) -> None:
-        """Commit what spawn changed in the repo (``terraform/agents.tf``) when a GitHub token is
-        configured and the repo is a git checkout; otherwise skip with one line."""
-        repo = self.config.repo_dir
-        if manager != "docker":
-            return  # nothing of a service-mode agent lives in the repo
-        if not self.config.github_token_set:
-            log.info("scaffold commit skipped: no GitHub token configured (IRIS_GITHUB_TOKEN)")
-            self.progress("scaffold commit skipped: no GitHub token configured")
-            return
-        if not (repo / ".git").exists():
-            log.info("scaffold commit skipped: %s is not a git checkout", repo)
-            self.progress(f"scaffold commit skipped: {repo} is not a git checkout")
-            return
-        path = "terraform/agents.tf"
-        git = ["git", "-C", str(repo), "-c", "user.name=Iris", "-c", "user.email=iris@localhost"]
-        subprocess.run([*git, "add", "--", path], check=False, capture_output=True, timeout=60)
-        done = subprocess.run(
-            [*git, "commit", "-m", f"agents: spawn {name} (docker)", "--", path],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if done.returncode == 0:
-            self.progress(f"committed {path}")
-        else:
-            log.warning("scaffold commit failed: %s", done.stderr.strip()[-300:])
-            self.progress("scaffold commit failed (see the log); the agent is running")
 
     def _choose_url(self, entries: dict[str, AgentEntry]) -> str:
         taken = ports_of(e.bridge_url for e in entries.values())
@@ -530,43 +560,3 @@ def _port_of(url: str) -> int:
     port = urlsplit(url).port
     assert port is not None  # spawn chose it
     return port
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (loopback http)
-            return bool(response.status == 200)
-    except (OSError, ValueError):
-        return False
-
-
-def _bridge_problem(bridge_url: str) -> str | None:
-    """Ask the bridge for a job that cannot exist: an Iris bridge answers 404 ``unknown_job``.
-    Cheap (no model turn) and proves the bridge listener, not just the API, is up."""
-    url = f"{bridge_url}/bridge/jobs/{uuid.uuid4()}"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310
-            return f"expected 404 for an unknown job, got {response.status}"
-    except urllib.error.HTTPError as exc:
-        try:
-            code = json.loads(exc.read() or b"{}").get("code")
-        except ValueError:
-            code = None
-        if exc.code == 404 and code == "unknown_job":
-            return None
-        return f"unexpected answer {exc.code} ({code or 'not JSON'})"
-    except OSError as exc:
-        return f"not reachable: {exc}"
-
-
-def _log_hint(launch: AgentLaunch, manager: str) -> str:
-    if manager == "systemd":
-        return f"; see `journalctl -u {launch.unit_name}`"
-    if manager == "docker":
-        return f"; see `docker logs iris-agent-{launch.name}`"
-    log_file = launch.home / "logs" / "agent.log"
-    try:
-        tail = log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
-    except OSError:
-        return ""
-    return f"; last lines of {log_file}:\n" + "\n".join(tail)

@@ -7,6 +7,8 @@ every user on the machine through ``ps`` and ``/proc``. Every output masks them.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -160,13 +162,10 @@ def unregister(name: str) -> None:
 @clean_errors
 def list_agents(as_json: bool) -> None:
     """List registered agents (tokens masked)."""
-    from iris_runtime.agents.spawn import Spawner
-
     settings = load_settings()
     registry = registry_for(settings)
     entries = list(registry.load().values())
-    spawner = Spawner(settings)
-    states = {e.name: spawner.state(e.name) for e in entries}
+    states = _run_states(settings, [e.name for e in entries])
     if as_json:
         click.echo(json.dumps([{**_public(e), "run": states[e.name]} for e in entries], indent=2))
         return
@@ -184,11 +183,41 @@ def list_agents(as_json: bool) -> None:
         )
 
 
+def _run_states(settings: Settings, names: list[str]) -> dict[str, dict[str, object] | None]:
+    """How each spawned agent runs; a listing never fails because one backend cannot answer."""
+    from iris_runtime.agents.spawn import Spawner
+
+    try:
+        spawner = Spawner(settings)
+    except IrisError:
+        return dict.fromkeys(names)
+    states: dict[str, dict[str, object] | None] = {}
+    for name in names:
+        try:
+            states[name] = spawner.state(name)
+        except (IrisError, OSError, subprocess.SubprocessError):
+            states[name] = {"manager": "unknown", "state": "unknown"}
+    return states
+
+
 def _print_entry(entry: AgentEntry, *, err: bool = False) -> None:
     public = _public(entry)
     click.echo(f"  bridge_url  {public['bridge_url']}", err=err)
     click.echo(f"  secrets     {', '.join(entry.secrets) or '-'}", err=err)
     click.echo(f"  token       {public['token'] or '-'}", err=err)
+
+
+def _roll_back_on_termination() -> None:
+    """SIGTERM and SIGHUP (a tool timeout, a closed terminal) take the Ctrl-C path, so a spawn
+    undoes what it did. Further signals are ignored until the undo has finished."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
 
 
 def _show_progress(line: str) -> None:
@@ -253,6 +282,7 @@ def spawn(
     """
     from iris_runtime.agents.spawn import Spawner, SpawnRequest
 
+    _roll_back_on_termination()
     settings = load_settings()
     spawner = Spawner(
         settings, plugin_skills=plugin_host(settings).skills(), progress=_show_progress
@@ -293,6 +323,7 @@ def remove(name: str, purge: bool) -> None:
     token). Its home is kept under <agents dir>/.removed unless --purge."""
     from iris_runtime.agents.spawn import Spawner
 
+    _roll_back_on_termination()
     settings = load_settings()
     Spawner(settings, progress=_show_progress).remove(name, purge=purge)
     click.echo(f"removed {name}")

@@ -1,5 +1,5 @@
-"""Scaffold commits: made only with a GitHub token and a git checkout; otherwise skipped with one
-line, never attempted."""
+"""Scaffold commits: made only with a GitHub token and a git checkout, never blocked by hooks or
+signing; otherwise skipped with one line, never attempted; a failure is reported, not raised."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from iris_runtime.agents.spawn import Spawner
+from iris_runtime.agents.scaffold_commit import commit_repo_change
+from iris_runtime.agents.spawn_config import SpawnConfig
 from iris_runtime.config import Settings
 
 
@@ -34,40 +35,54 @@ def checkout(tmp_path: Path) -> Path:
     return repo
 
 
-def spawner(tmp_path: Path, repo: Path, **env: str) -> tuple[Spawner, list[str]]:
+def commit(repo: Path, token_set: bool = True) -> tuple[bool, list[str]]:
     lines: list[str] = []
-    settings = Settings.from_env(
-        {"IRIS_DATA_DIR": str(tmp_path / "data"), "IRIS_REPO_DIR": str(repo), **env}
+    made = commit_repo_change(
+        repo,
+        "terraform/agents.tf",
+        "agents: spawn boxed (docker)",
+        token_set=token_set,
+        progress=lines.append,
     )
-    return Spawner(settings, progress=lines.append), lines
+    return made, lines
 
 
-def test_with_a_token_and_a_checkout_agents_tf_is_committed(tmp_path: Path, checkout: Path) -> None:
-    spawn, lines = spawner(tmp_path, checkout, IRIS_GITHUB_TOKEN="ghp_test")
-    spawn.commit_scaffold("boxed", "docker")
+def test_with_a_token_and_a_checkout_agents_tf_is_committed(checkout: Path) -> None:
+    (checkout / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\nexit 1\n")
+    (checkout / ".git" / "hooks" / "pre-commit").chmod(0o755)
+    git(checkout, "config", "commit.gpgsign", "true")  # would wait for a key: never used
+    assert commit(checkout) == (True, ["committed terraform/agents.tf"])
     assert "agents: spawn boxed (docker)" in git(checkout, "log", "--format=%s", "-1")
     assert git(checkout, "status", "--porcelain") == ""
-    assert lines == ["committed terraform/agents.tf"]
 
 
-def test_without_a_token_nothing_is_attempted(tmp_path: Path, checkout: Path) -> None:
-    spawn, lines = spawner(tmp_path, checkout)
-    spawn.commit_scaffold("boxed", "docker")
+def test_without_a_token_nothing_is_attempted(checkout: Path) -> None:
+    assert commit(checkout, token_set=False) == (
+        False,
+        ["scaffold commit skipped: no GitHub token configured"],
+    )
     assert git(checkout, "log", "--format=%s", "-1").strip() == "start"
-    assert lines == ["scaffold commit skipped: no GitHub token configured"]
 
 
 def test_outside_a_git_checkout_nothing_is_attempted(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
-    spawn, lines = spawner(tmp_path, plain, GITHUB_TOKEN="ghp_test")
-    spawn.commit_scaffold("boxed", "docker")
-    assert lines == [f"scaffold commit skipped: {plain} is not a git checkout"]
+    assert commit(plain) == (False, [f"scaffold commit skipped: {plain} is not a git checkout"])
     assert not (plain / ".git").exists()
 
 
-def test_service_agents_change_nothing_in_the_repo(tmp_path: Path, checkout: Path) -> None:
-    spawn, lines = spawner(tmp_path, checkout, IRIS_GITHUB_TOKEN="ghp_test")
-    spawn.commit_scaffold("digest", "process")
-    assert git(checkout, "log", "--format=%s", "-1").strip() == "start"
-    assert lines == []
+def test_a_failing_git_is_reported_not_raised(checkout: Path) -> None:
+    (checkout / ".git" / "index.lock").write_text("")  # another git is "running"
+    made, lines = commit(checkout)
+    assert made is False
+    assert lines == ["scaffold commit failed (see the log); the agent is not affected"]
+
+
+def test_spawner_reads_the_token_setting(tmp_path: Path) -> None:
+    for env, expected in (
+        ({}, False),
+        ({"GITHUB_TOKEN": "x"}, True),
+        ({"IRIS_GITHUB_TOKEN": "y"}, True),
+    ):
+        settings = Settings.from_env({"IRIS_DATA_DIR": str(tmp_path), **env})
+        assert SpawnConfig.from_settings(settings).github_token_set is expected

@@ -154,7 +154,7 @@ def test_docker_mode_without_a_docker_engine_leaves_nothing(data_dir: Path, tmp_
     )
     assert code != 0
     assert "Docker" in output and "Traceback" not in output
-    assert "rolled back" in output
+    assert "registered" not in output  # refused before anything was changed
     assert_nothing_left(data_dir, "boxed")
 
 
@@ -164,4 +164,16 @@ def test_docker_mode_without_terraform_says_how_to_get_it(data_dir: Path, tmp_pa
     )
     assert code != 0
     assert "terraform" in output.lower() and "Traceback" not in output
+    assert "registered" not in output
     assert_nothing_left(data_dir, "boxed")
+
+
+def test_a_skill_linking_outside_itself_is_refused(data_dir: Path, tmp_path: Path) -> None:
+    skill = data_dir / "skills" / "leaky"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: leaky\ndescription: x\n---\n")
+    (data_dir / "secrets").mkdir()
+    (skill / "loot").symlink_to(data_dir / "secrets")
+    code, output = spawn(data_dir, "digest", "--skill", "leaky")
+    assert code != 0 and "links outside the skill" in output
+    assert_nothing_left(data_dir, "digest")

@@ -268,3 +268,45 @@ def test_twenty_concurrent_spawns_get_twenty_entries_and_distinct_ports(iris: Ir
         assert process.returncode == 0, err
     assert json.loads((iris.data_dir / "agents.json").read_text()) == {}
     assert ProcessService(iris.data_dir).processes() == []
+
+
+def test_sigterm_mid_spawn_rolls_everything_back(iris: IrisServer) -> None:
+    spawn = subprocess.Popen(
+        [sys.executable, "-m", "iris_runtime", "agents", "spawn", "brief"],
+        env=cli_env(iris),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert spawn.stderr is not None
+    seen = []
+    for line in spawn.stderr:  # stop it once it has changed something
+        seen.append(line)
+        if "registered brief" in line:
+            spawn.send_signal(signal.SIGTERM)
+            break
+    rest = spawn.stderr.read()
+    assert spawn.wait(timeout=120) != 0
+    assert "rolled back: unregistered brief" in "".join(seen) + rest
+    assert "brief" not in json.loads((iris.data_dir / "agents.json").read_text())
+    assert ProcessService(iris.data_dir).status("brief") is None
+    assert not (iris.data_dir / "agents" / "brief").exists()
+
+
+def test_an_unregistered_but_running_agent_is_never_taken_over(iris: IrisServer) -> None:
+    agent = spawn(iris, "ghost")
+    done = iris_cli(iris, "agents", "unregister", "ghost")  # by hand: the process keeps running
+    assert done.returncode == 0, done.stderr
+    before = ProcessService(iris.data_dir).status("ghost")
+    assert before is not None and before.pid
+
+    done = iris_cli(iris, "agents", "spawn", "ghost")
+    assert done.returncode != 0
+    assert "already has an agent named 'ghost'" in done.stderr
+    after = ProcessService(iris.data_dir).status("ghost")
+    assert after is not None and after.pid == before.pid  # untouched, not rolled back
+    assert healthy(agent["api_port"])
+
+    done = iris_cli(iris, "agents", "remove", "ghost", "--purge")
+    assert done.returncode == 0, done.stderr
+    assert ProcessService(iris.data_dir).status("ghost") is None
