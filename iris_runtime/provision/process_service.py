@@ -6,7 +6,8 @@ command would die or be orphaned with it. It writes the wish into ``state.db``
 (:mod:`.supervised`) and waits for the supervisor inside ``iris serve`` (:mod:`.supervisor`) to
 report the outcome. So process mode needs a running Iris; without one, ``install`` refuses with
 that reason, and ``remove`` stops the recorded process itself (after checking, by its start
-time, that the pid still names the process that was started).
+time, that the pid still names the process that was started). While a supervisor beats,
+``remove`` only waits: it never signals a process the supervisor is stopping.
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ from pathlib import Path
 from iris_runtime.errors import ProvisionError
 from iris_runtime.provision.launch import AgentLaunch, Progress
 from iris_runtime.provision.supervised import SupervisedProcess, SupervisedStore
-from iris_runtime.provision.supervisor import stop_recorded
+from iris_runtime.provision.supervisor import (
+    LEFTOVER_GRACE_SECONDS,
+    STOP_GRACE_SECONDS,
+    stop_recorded,
+)
 
 NO_SUPERVISOR = (
     "process mode needs a running Iris to supervise the agent: start `iris serve` "
@@ -118,11 +123,17 @@ class ProcessService:
             time.sleep(self._poll)
 
     def remove(self, name: str, progress: Progress) -> bool:
+        """Mark ``name`` absent and wait for the supervisor to stop it and delete its row. Only
+        when no supervisor beats (none ever did, or it stopped or died meanwhile) is the
+        recorded process stopped here: a live supervisor is never raced."""
         with SupervisedStore(self.data_dir) as store:
             if not store.set_desired(name, "absent"):
                 return False
-            if store.supervisor_alive():
-                progress(f"asking Iris to stop {name}")
+            asked = False
+            while store.supervisor_alive():
+                if not asked:
+                    progress(f"asking Iris to stop {name}")
+                    asked = True
                 if self._wait_deleted(store, name):
                     progress(f"{name} stopped and no longer supervised")
                     return True
@@ -138,8 +149,8 @@ class ProcessService:
 
     def _wait_deleted(self, store: SupervisedStore, name: str) -> bool:
         """True once the supervisor deleted the row; False when it stopped beating first."""
-        # Stopping takes up to the supervisor's SIGTERM grace (10 s) plus its SIGKILL wait.
-        wait = max(self.wait_seconds, 20.0)
+        # Stopping takes up to the supervisor's SIGTERM grace plus its SIGKILL wait.
+        wait = max(self.wait_seconds, STOP_GRACE_SECONDS + LEFTOVER_GRACE_SECONDS + 5.0)
         deadline = time.monotonic() + wait
         while store.get(name) is not None:
             if not store.supervisor_alive():

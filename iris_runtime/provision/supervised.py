@@ -43,7 +43,11 @@ Desired = Literal["running", "absent"]
 ProcessState = Literal["starting", "running", "backoff", "stopped", "failed"]
 
 # A heartbeat older than this means the supervisor is gone (or hung), even if its pid lives.
-HEARTBEAT_STALE_SECONDS = 10.0
+# The supervisor beats every 2 s from a thread of its own that no stop of a child delays (see
+# supervisor.HEARTBEAT_SECONDS): this leaves room for any one slow step (a state.db write waits
+# up to 10 s for a busy database). A supervisor that died is noticed at once anyway: its pid
+# (with its start time) no longer names a live process.
+HEARTBEAT_STALE_SECONDS = 30.0
 
 # Environment names that carry secrets in Iris's own configuration; a supervised row must not
 # hold a value for them (an agent reads its token from <home>/api-token instead).

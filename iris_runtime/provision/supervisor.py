@@ -8,16 +8,27 @@ the ``supervised_processes`` table (:mod:`.supervised`) with its children:
   a backoff (1 s, 2 s, 4 s ... at most 30 s; back to 1 s once a child has run for 60 s), and what
   is left of its process group (a gunicorn worker whose master died) is killed first, so the
   agent's ports are free again;
-- a row desired ``absent`` has its process group stopped, then the row is deleted;
-- it writes a heartbeat, so a CLI knows somebody will act on what it writes.
+- a row desired ``absent`` has its process group stopped, then the row is deleted.
+
+Stopping a process group never blocks the loop: the group gets SIGTERM, and later passes (every
+0.1 s while any stop is pending) send SIGKILL once ``STOP_GRACE_SECONDS`` have passed and finish
+the work (delete the row, start the replacement) once the group is gone. So an agent that
+ignores SIGTERM delays only its own row, never the others.
+
+A second thread writes the heartbeat every ``HEARTBEAT_SECONDS``, so a CLI knows somebody will
+act on what it writes. It beats as long as the loop keeps making passes (it stops beating if
+the loop hangs for ``STALL_SECONDS``, so a hung supervisor goes stale), and during
+:meth:`Supervisor.stop` until the children are stopped.
 
 Children get a session (and so a process group) of their own, only a minimal environment plus
 the row's literal values (never Iris's own: it holds Iris's API token, its LLM keys and the chat
 platforms' tokens), no inherited file descriptors (Iris's listening sockets), stdin from
 ``/dev/null`` and stdout/stderr appended to the agent's log file (mode 0600).
 
-When Iris stops, each child's process group gets SIGTERM, then SIGKILL after ``STOP_GRACE``;
-the rows stay desired ``running``, so the agents start again with Iris. When Iris dies without
+When Iris stops, every child's process group (and every group still being stopped) gets SIGTERM
+at once, then SIGKILL after one shared ``SHUTDOWN_GRACE_SECONDS``, so the whole stop fits in
+gunicorn's ``graceful_timeout`` (15 s, see :mod:`iris_runtime.cli.serve`); the rows stay desired
+``running``, so the agents start again with Iris. When Iris dies without
 stopping them (``kill -9``), they live on in their own sessions: the next supervisor finds each
 row's recorded pid still alive with the recorded start time, stops that orphan's process group
 and starts a fresh child it can watch.
@@ -63,9 +74,16 @@ log = logging.getLogger(__name__)
 BACKOFF_CAP_SECONDS = 30.0
 BACKOFF_RESET_AFTER_SECONDS = 60.0  # a child that ran this long crashed "for the first time"
 STARTED_AFTER_SECONDS = 1.0  # alive this long after exec: reported ``running``
-STOP_GRACE_SECONDS = 10.0  # SIGTERM → SIGKILL (inside gunicorn's 15 s graceful timeout)
+STOP_GRACE_SECONDS = 10.0  # a removed or replaced agent: SIGTERM → SIGKILL
 LEFTOVER_GRACE_SECONDS = 5.0  # how long to wait for a killed group to vanish
-HEARTBEAT_SECONDS = 2.0
+# Iris stopping: one deadline for all children, SIGTERM → SIGKILL, then the wait for the killed.
+# Their sum (7 s) plus the in-progress pass (short: nothing in it waits on a child) stays well
+# inside gunicorn's graceful_timeout of 15 s, which also covers draining requests first.
+SHUTDOWN_GRACE_SECONDS = 5.0
+SHUTDOWN_KILL_WAIT_SECONDS = 2.0
+STOP_POLL_SECONDS = 0.1  # the loop's period while some group is being stopped
+HEARTBEAT_SECONDS = 2.0  # well under supervised.HEARTBEAT_STALE_SECONDS (30 s)
+STALL_SECONDS = 20.0  # no pass for this long: the loop hangs, stop beating
 LOG_ROTATE_BYTES = 10 * 1024 * 1024
 LOG_CHECK_SECONDS = 30.0  # how often a running child's log size is looked at
 # What a child inherits from Iris's environment: enough for a Python program to run and format
@@ -188,8 +206,13 @@ class _Group:
         return group_is_ours(self.pid, self.start_time) and group_alive(self.pid)
 
 
-def stop_groups(groups: list[_Group], grace: float = STOP_GRACE_SECONDS) -> None:
-    """SIGTERM every group, wait up to ``grace`` for all of them, SIGKILL what is left."""
+def stop_groups(
+    groups: list[_Group],
+    grace: float = STOP_GRACE_SECONDS,
+    kill_wait: float = LEFTOVER_GRACE_SECONDS,
+) -> None:
+    """SIGTERM every group at once, wait up to ``grace`` for all of them (one deadline),
+    SIGKILL what is left and wait up to ``kill_wait`` for it to vanish."""
     groups = [g for g in groups if group_is_ours(g.pid, g.start_time) or g.popen is not None]
     for group in groups:
         signal_group(group.pid, signal.SIGTERM)
@@ -200,9 +223,20 @@ def stop_groups(groups: list[_Group], grace: float = STOP_GRACE_SECONDS) -> None
         if group.alive():
             log.warning("agent %s (pid %d) ignored SIGTERM; killing it", group.name, group.pid)
             signal_group(group.pid, signal.SIGKILL)
-    deadline = time.monotonic() + LEFTOVER_GRACE_SECONDS
+    deadline = time.monotonic() + kill_wait
     while any(g.alive() for g in groups) and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+@dataclass
+class _Stop:
+    """A process group the loop is stopping without waiting for it: SIGTERM was sent (or
+    SIGKILL, when ``give_up_at`` is set); ``then`` runs once the group is gone."""
+
+    group: _Group
+    kill_at: float  # monotonic: SIGKILL from then on
+    give_up_at: float | None = None  # monotonic, once SIGKILLed: stop waiting then
+    then: Callable[[], None] | None = None
 
 
 def stop_recorded(name: str, pid: int, start_time: int | None) -> None:
@@ -271,11 +305,15 @@ class Supervisor:
         self._store = SupervisedStore(data_dir)
         self._children: dict[str, _Child] = {}
         self._backoff: dict[str, _Backoff] = {}
+        self._stops: list[_Stop] = []  # groups being stopped, owned by the loop's thread
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._beat_stopping = threading.Event()
+        self._beat_thread: threading.Thread | None = None
+        self._progress = 0.0  # monotonic: when the loop last began a pass
         self._lock_file: IO[bytes] | None = None
         self._pid = os.getpid()
-        self._next_beat = 0.0
+        self._pid_start = 0
         self._last_problem = ""
         self._standing_by = False
 
@@ -294,25 +332,43 @@ class Supervisor:
             return
         # The pid of the process that runs the thread (the gunicorn worker, after fork).
         self._pid = os.getpid()
+        self._pid_start = process_start_time(self._pid) or 0
         self._stopping.clear()
+        self._beat_stopping.clear()
+        self._progress = time.monotonic()
         # Beat once before returning, so a CLI that sees Iris healthy also sees a supervisor.
-        self._guarded(self._beat_if_due)
+        self._guarded(self._hold_lock)
         self._thread = threading.Thread(target=self._run, name="iris-supervisor", daemon=True)
         self._thread.start()
+        self._beat_thread = threading.Thread(
+            target=self._beat_loop, name="iris-supervisor-heartbeat", daemon=True
+        )
+        self._beat_thread.start()
 
     def stop(self) -> None:
-        """Stop the thread, then every child (rows stay desired ``running``)."""
+        """Stop the loop, then every child and every group still being stopped, all at once
+        with one deadline (rows stay desired ``running``); the heartbeat goes last."""
         if self._thread is None:
             return
         self._stopping.set()
         self._thread.join()
         self._thread = None
+        self._progress = time.monotonic()  # keep beating while the children stop
         children, self._children = self._children, {}
-        if children:
-            log.info("stopping supervised agents: %s", ", ".join(sorted(children)))
-        stop_groups([_Group(n, c.pid, c.start_time, c.popen) for n, c in children.items()])
+        stops, self._stops = self._stops, []
+        groups = [_Group(n, c.pid, c.start_time, c.popen) for n, c in children.items()]
+        groups += [stop.group for stop in stops]
+        if groups:
+            log.info("stopping supervised agents: %s", ", ".join(sorted({g.name for g in groups})))
+        stop_groups(groups, SHUTDOWN_GRACE_SECONDS, SHUTDOWN_KILL_WAIT_SECONDS)
+        for stop in stops:
+            self._finish(stop)
         for name, child in children.items():
             self._report_stopped(name, child.revision)
+        self._beat_stopping.set()
+        if self._beat_thread is not None:
+            self._beat_thread.join()
+            self._beat_thread = None
         if self._lock_file is not None:
             self._guarded(lambda: self._store.clear_beat(self._pid))
             self._lock_file.close()
@@ -330,8 +386,9 @@ class Supervisor:
 
     def _run(self) -> None:
         while not self._stopping.is_set():
+            self._progress = time.monotonic()
             self._guarded(self.reconcile)
-            self._stopping.wait(self.poll_seconds)
+            self._stopping.wait(STOP_POLL_SECONDS if self._stops else self.poll_seconds)
 
     def _guarded(self, step: Callable[[], object]) -> None:
         """Run ``step``; log a failure (once until things work again) instead of dying."""
@@ -346,10 +403,11 @@ class Supervisor:
             self._last_problem = ""
 
     def reconcile(self) -> None:
-        """One pass over the table: start, restart, stop and forget as the rows ask."""
+        """One pass over the table: start, restart, stop and forget as the rows ask. Nothing
+        in it waits for a process: stops are begun here and finished by later passes."""
         if not self._hold_lock():
             return
-        self._beat_if_due()
+        self._advance_stops()
         rows = self._store.all()
         for row in rows:
             if self._stopping.is_set():
@@ -367,9 +425,10 @@ class Supervisor:
         for name in gone:  # the row was deleted under us: nobody wants this child any more
             child = self._children.pop(name)
             log.info("agent %s: its row is gone; stopping pid %d", name, child.pid)
-            stop_groups([_Group(name, child.pid, child.start_time, child.popen)])
+            self._begin_stop(_Group(name, child.pid, child.start_time, child.popen))
 
     def _hold_lock(self) -> bool:
+        """Take the data dir's supervisor lock if we do not hold it yet (and beat at once)."""
         if self._lock_file is not None:
             return True
         run = self.data_dir / "run"
@@ -385,17 +444,92 @@ class Supervisor:
             return False
         self._lock_file = handle
         self._standing_by = False
+        self._store.beat(self._pid, self._pid_start)
         return True
 
-    def _beat_if_due(self) -> None:
-        if not self._hold_lock() or time.monotonic() < self._next_beat:
+    # -- the heartbeat -------------------------------------------------------------------------
+
+    def _beat_loop(self) -> None:
+        """Beat every ``HEARTBEAT_SECONDS`` with a connection of its own (a slow write of the
+        loop's never delays it), while we hold the lock and the loop is not stuck."""
+        store = SupervisedStore(self.data_dir)
+        last_problem = ""
+        try:
+            while not self._beat_stopping.wait(HEARTBEAT_SECONDS):
+                if self._lock_file is None:
+                    continue
+                if time.monotonic() - self._progress > STALL_SECONDS:
+                    problem = "the supervisor loop is stuck; no heartbeat until it moves again"
+                else:
+                    try:
+                        store.beat(self._pid, self._pid_start)
+                    except Exception as exc:  # try again at the next beat
+                        problem = f"heartbeat failed: {type(exc).__name__}: {exc}"
+                    else:
+                        problem = ""
+                if problem and problem != last_problem:
+                    log.error("supervisor: %s", problem)
+                last_problem = problem
+        finally:
+            store.close()
+
+    # -- stopping groups without waiting -------------------------------------------------------
+
+    def _begin_stop(
+        self, group: _Group, then: Callable[[], None] | None = None, *, kill: bool = False
+    ) -> None:
+        """SIGTERM (or SIGKILL) ``group`` now; later passes finish it (:meth:`_advance_stops`)
+        and run ``then`` once it is gone."""
+        if group.popen is None and not group_is_ours(group.pid, group.start_time):
+            if then is not None:  # the pid names another process now: nothing of ours left
+                then()
             return
-        self._store.beat(self._pid, process_start_time(self._pid) or 0)
-        self._next_beat = time.monotonic() + HEARTBEAT_SECONDS
+        now = time.monotonic()
+        if kill:
+            signal_group(group.pid, signal.SIGKILL)
+            stop = _Stop(group, now, now + LEFTOVER_GRACE_SECONDS, then)
+        else:
+            signal_group(group.pid, signal.SIGTERM)
+            stop = _Stop(group, now + STOP_GRACE_SECONDS, None, then)
+        self._stops.append(stop)
+
+    def _advance_stops(self) -> None:
+        now = time.monotonic()
+        for stop in list(self._stops):
+            group = stop.group
+            if group.alive():
+                if stop.give_up_at is None:
+                    if now < stop.kill_at:
+                        continue
+                    log.warning(
+                        "agent %s (pid %d) ignored SIGTERM; killing it", group.name, group.pid
+                    )
+                    signal_group(group.pid, signal.SIGKILL)
+                    stop.give_up_at = now + LEFTOVER_GRACE_SECONDS
+                    continue
+                if now < stop.give_up_at:
+                    continue
+                log.error(
+                    "agent %s: process group %d outlived SIGKILL for %.0fs; carrying on",
+                    group.name,
+                    group.pid,
+                    LEFTOVER_GRACE_SECONDS,
+                )
+            self._stops.remove(stop)
+            self._finish(stop)
+
+    def _finish(self, stop: _Stop) -> None:
+        if stop.then is not None:
+            self._guarded(stop.then)
+
+    def _being_stopped(self, name: str) -> bool:
+        return any(stop.group.name == name for stop in self._stops)
 
     # -- one row -------------------------------------------------------------------------------
 
     def _reconcile_row(self, row: SupervisedProcess) -> None:
+        if self._being_stopped(row.name):
+            return  # its ports and its log are still held: anything else waits for the stop
         child = self._children.get(row.name)
         if row.desired == "absent":
             self._remove(row, child)
@@ -432,30 +566,45 @@ class Supervisor:
                 return
             log.info("agent %s: installed again; restarting it", row.name)
             self._children.pop(row.name)
-            stop_groups([_Group(row.name, child.pid, child.start_time, child.popen)])
             self._backoff.pop(row.name, None)
-        elif row.pid is not None:
-            self._stop_orphan(row)
+            # Started again once the old group is gone (a later pass).
+            self._begin_stop(_Group(row.name, child.pid, child.start_time, child.popen))
+            return
+        if row.pid is not None and self._stop_orphan(row):
+            return
         backoff = self._backoff.get(row.name)
         if backoff is not None and time.monotonic() < backoff.not_before:
             return
         self._start(row, after_crash=backoff is not None and backoff.failures > 0)
 
     def _remove(self, row: SupervisedProcess, child: _Child | None) -> None:
+        """Stop the row's group, then delete the row (unless it was installed again)."""
+
+        def forget() -> None:
+            self._backoff.pop(row.name, None)
+            if self._store.delete(row.name):
+                note(row.log_path, "stopped and removed")
+
         if child is not None:
             log.info("agent %s: removing; stopping pid %d", row.name, child.pid)
             self._children.pop(row.name)
-            stop_groups([_Group(row.name, child.pid, child.start_time, child.popen)])
-        elif row.pid is not None:
-            self._stop_orphan(row)
-        self._backoff.pop(row.name, None)
-        if self._store.delete(row.name):
-            note(row.log_path, "stopped and removed")
+            self._begin_stop(_Group(row.name, child.pid, child.start_time, child.popen), forget)
+        elif row.pid is not None and _Group(row.name, row.pid, row.pid_start_time).alive():
+            log.info("agent %s: removing; stopping pid %d", row.name, row.pid)
+            self._begin_stop(_Group(row.name, row.pid, row.pid_start_time), forget)
+        else:
+            forget()
 
-    def _stop_orphan(self, row: SupervisedProcess) -> None:
+    def _stop_orphan(self, row: SupervisedProcess) -> bool:
         """A pid in the row but no child of ours: a previous Iris's child, alive if its start
-        time still matches. Stop it (we cannot watch a process that is not our child)."""
+        time still matches. Stop it (we cannot watch a process that is not our child); the
+        row's pid is cleared once its group is gone. True while that is under way."""
         assert row.pid is not None
+        group = _Group(row.name, row.pid, row.pid_start_time)
+
+        def clear() -> None:
+            self._store.report(row.name, state=row.state, pid=None, pid_start_time=None)
+
         if process_alive(row.pid, row.pid_start_time):
             log.warning(
                 "agent %s: pid %d was left running by an Iris that did not stop it; "
@@ -464,11 +613,13 @@ class Supervisor:
                 row.pid,
             )
             note(row.log_path, f"stopping pid {row.pid} left running by a previous Iris")
-            stop_groups([_Group(row.name, row.pid, row.pid_start_time)])
-        elif group_is_ours(row.pid, row.pid_start_time) and group_alive(row.pid):
+            self._begin_stop(group, clear)
+        elif group.alive():
             # The leader is gone but part of its group lives on (a gunicorn worker).
-            stop_groups([_Group(row.name, row.pid, row.pid_start_time)])
-        self._store.report(row.name, state=row.state, pid=None, pid_start_time=None)
+            self._begin_stop(group, clear)
+        else:
+            clear()
+        return self._being_stopped(row.name)
 
     def _start(self, row: SupervisedProcess, *, after_crash: bool) -> None:
         fd = open_log(row.log_path)
@@ -504,12 +655,10 @@ class Supervisor:
     def _after_exit(self, row: SupervisedProcess, child: _Child, code: int) -> None:
         ran = time.monotonic() - child.started
         # A gunicorn master killed on its own leaves its worker holding the ports: clear the
-        # whole group before the next start can bind them.
-        if group_is_ours(child.pid, child.start_time):
-            signal_group(child.pid, signal.SIGKILL)
-            deadline = time.monotonic() + LEFTOVER_GRACE_SECONDS
-            while group_alive(child.pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
+        # whole group; the next start waits until it is gone.
+        leftover = _Group(row.name, child.pid, child.start_time, child.popen)
+        if leftover.alive():
+            self._begin_stop(leftover, kill=True)
         delay = self._schedule_restart(row.name, ran)
         exit_text = describe_exit(code)
         log.warning(
@@ -543,7 +692,7 @@ class Supervisor:
         """A row we could not act on: failed (with the reason), tried again after a backoff."""
         child = self._children.pop(row.name, None)
         if child is not None:
-            stop_groups([_Group(row.name, child.pid, child.start_time, child.popen)])
+            self._begin_stop(_Group(row.name, child.pid, child.start_time, child.popen))
         self._schedule_restart(row.name, 0.0)
         note(row.log_path, reason)
         self._guarded(
