@@ -43,7 +43,8 @@ resource "terraform_data" "iris_runtime_image" {
 
 locals {
   # What every agent block in agents.tf passes to its module. The revision changes when the
-  # image is rebuilt, which replaces the agents' containers so they run the new image.
+  # image is rebuilt, which replaces an agent's container on the next apply that includes it:
+  # spawn applies only the new agent (-target), a full apply rolls all (docs/docker.md).
   runtime_image          = var.image
   runtime_image_revision = one(terraform_data.iris_runtime_image[*].output)
 }

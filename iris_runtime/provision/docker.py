@@ -1,9 +1,11 @@
 """Docker-mode sub-agents: one container per agent, declared in ``terraform/agents.tf``.
 
 Spawn adds a block (a ``module "agent_NAME"`` using ``terraform/modules/agent`` and its output)
-between marker comments and runs ``terraform apply``; the module starts the container with the
-docker CLI, and the shared runtime image is built once by the root. Remove deletes the block and
-applies again; the module's destroy-time provisioner removes the container.
+between marker comments and applies that module and the shared runtime image only (``-target``):
+the image is built when its sources changed, the new agent runs it, and the other agents keep
+their containers until a full apply (``DockerAgents.apply_all``) rolls them onto the new image.
+Remove destroys the agent's module (targeted too) and deletes the block; the module's
+destroy-time provisioner removes the container.
 
 The small docker helpers here (daemon reachable, inspect, remove) give clear errors before
 Terraform runs and let tests and ``remove`` look at what is really there. ``DOCKER_HOST`` is
@@ -13,6 +15,7 @@ honoured by the docker CLI itself.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -23,8 +26,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from iris_runtime.errors import ProvisionError
-from iris_runtime.private_files import file_lock, private_dir, write_private_file
+from iris_runtime.errors import InvalidInput, ProvisionError
+from iris_runtime.private_files import FILE_MODE, private_dir, write_private_file
 from iris_runtime.provision.launch import IDENTITY_VARS, AgentLaunch, Progress
 from iris_runtime.provision.terraform import Terraform
 
@@ -34,7 +37,22 @@ SECRETS_MODES = ("env", "store", "proxy")
 # Set by the module from its own variables; the rest of a launch's environment is extra_env.
 MODULE_OWNED_ENV = IDENTITY_VARS | {"IRIS_API_TOKEN"}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_AGENT_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
+# The registry's own rule (agents/registry.py NAME_RE), so every registered name works here: the
+# container is iris-agent-NAME (Docker allows [a-zA-Z0-9][a-zA-Z0-9_.-]*), the module and output
+# are agent_NAME (an HCL identifier may hold _ and - after its first letter).
+AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+IMAGE_RESOURCE = "terraform_data.iris_runtime_image"
+AGENT_LABEL = "iris.agent"
+
+
+def check_agent_name(name: str) -> None:
+    """InvalidInput unless ``name`` can name a Docker agent (container, module and output)."""
+    if not AGENT_NAME.fullmatch(name or ""):
+        raise InvalidInput(
+            f"agent name {name!r} cannot be used for a container: lowercase letters, digits, "
+            "'-' and '_', starting with a letter or digit, at most 63 characters",
+            code="invalid_agent_name",
+        )
 
 
 def container_name(agent: str) -> str:
@@ -103,6 +121,29 @@ def remove_container(name: str) -> bool:
     return True
 
 
+def containers_on_other_images(image: str) -> list[str]:
+    """Agents (``iris.agent`` label) whose container was started from the tag ``image`` but runs
+    an older build of it: the tag has moved on since. Empty when Docker cannot tell."""
+    current = _docker("image", "inspect", "--format", "{{.Id}}", image)
+    listed = _docker("ps", "--all", "--filter", f"label={AGENT_LABEL}", "--format", "{{.Names}}")
+    names = listed.stdout.split()
+    if current.returncode != 0 or listed.returncode != 0 or not names:
+        return []
+    result = _docker(
+        "container",
+        "inspect",
+        "--format",
+        f'{{{{index .Config.Labels "{AGENT_LABEL}"}}}} {{{{.Config.Image}}}} {{{{.Image}}}}',
+        *names,
+    )
+    older = []
+    for line in result.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] == image and parts[2] != current.stdout.strip():
+            older.append(parts[0])
+    return sorted(older)
+
+
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[-1] if lines else ""
@@ -137,8 +178,7 @@ def render_block(
     extra_env: Mapping[str, str],
 ) -> str:
     """One agent's block for agents.tf, rendered in a single pass."""
-    if not _AGENT_NAME.fullmatch(name):
-        raise ProvisionError(f"agent name {name!r} cannot be used for a container")
+    check_agent_name(name)
     if secrets_mode not in SECRETS_MODES:
         raise ProvisionError(f"secrets mode must be one of {', '.join(SECRETS_MODES)}")
     for key in extra_env:
@@ -267,13 +307,25 @@ class DockerAgents:
         """The root variables of our applies, kept so a person can run the same apply by hand."""
         return self.state_dir / "iris.tfvars.json"
 
+    def preflight(self, name: str) -> None:
+        """What install checks before it changes anything, for callers to run before they
+        register the agent or create its home: ``name`` is usable for a container
+        (InvalidInput), terraform is installed, the Docker daemon answers and agents.tf is
+        there (ProvisionError). Writes nothing."""
+        check_agent_name(name)
+        self._preflight()
+        self._read_agents()
+
     def install(
         self, launch: AgentLaunch, *, secrets_mode: str, unique_token: bool, progress: Progress
     ) -> str | None:
-        """Declare the agent and apply: the image is built if needed and the container started.
-        Returns the agent's own API token (None when it uses the shared one). On failure the
-        agent is destroyed and its block taken out again before the ProvisionError is raised."""
-        self._preflight()
+        """Declare the agent and apply its module and the shared image only (targeted): the
+        image is built if its sources changed and the container started; the other agents keep
+        their containers (and their image) until ``apply_all``. Returns the agent's own API
+        token (None when it uses the shared one). On failure the agent is destroyed and its
+        block taken out again before the ProvisionError is raised; a failed rollback is part of
+        that error's message."""
+        self.preflight(launch.name)
         block = render_block(
             name=launch.name,
             bridge_port=launch.bridge_port,
@@ -285,13 +337,18 @@ class DockerAgents:
             broker_url=launch.environment.get("IRIS_SECRET_BROKER_URL") or None,
             extra_env={k: v for k, v in launch.environment.items() if k not in MODULE_OWNED_ENV},
         )
-        with self._locked():
+        module = f"module.agent_{launch.name}"
+        with self._locked(progress):
             self._write_agents(with_block(self._read_agents(), launch.name, block))
             progress(f"declared {launch.name} in {self.agents_file}")
             try:
                 self._prepare(progress)
-                progress("terraform apply")
-                self.terraform.apply(_fewer_lines(progress), var_files=[self.var_file])
+                progress(f"terraform apply -target={module} -target={IMAGE_RESOURCE}")
+                self.terraform.apply(
+                    _fewer_lines(progress),
+                    var_files=[self.var_file],
+                    targets=[module, IMAGE_RESOURCE],
+                )
                 value = self.terraform.output(f"agent_{launch.name}")
             except BaseException as exc:
                 progress(f"rolling back {launch.name}")
@@ -299,13 +356,16 @@ class DockerAgents:
                     self._take_out(launch.name, progress)
                 except ProvisionError as again:
                     # The caller sees the first failure; this one says what may be left over.
-                    note = f"rollback failed too: {again}"
+                    # In the message itself: the CLI shows only that.
+                    note = f"rollback failed too: {again.message}"
                     progress(note)
                     if isinstance(exc, ProvisionError):
-                        exc.add_note(note)
+                        exc.message = f"{exc.message} ({note})"
+                        exc.args = (exc.message, *exc.args[1:])
                 self._remove_leftover(launch.name, progress)
                 self._settle(progress)
                 raise
+            self._note_older_containers(progress)
         token = value.get("api_token") if isinstance(value, dict) else None
         if unique_token and not token:
             raise ProvisionError(f"{launch.name}: the agent module gave no api_token")
@@ -315,7 +375,7 @@ class DockerAgents:
         """Destroy the agent's module (its destroy provisioner removes the container), take its
         block out and settle the root outputs. A container left without a block is removed
         directly. True when there was anything to remove."""
-        with self._locked():
+        with self._locked(progress):
             _, found = without_block(self._read_agents(), name)
             if found:
                 self._preflight()
@@ -323,6 +383,18 @@ class DockerAgents:
                 self._take_out(name, progress)
                 self._settle(progress)
         return self._remove_leftover(name, progress) or found
+
+    def apply_all(self, progress: Progress) -> None:
+        """Apply the whole root (``terraform apply`` without targets): rebuild the image if its
+        sources changed and replace every agent container that does not run it yet (those
+        agents restart), and drop the outputs of removed agents. Takes the same lock as spawn
+        and remove."""
+        with self._locked(progress):
+            self._preflight()
+            self._read_agents()
+            self._prepare(progress)
+            progress("terraform apply")
+            self.terraform.apply(_fewer_lines(progress), var_files=[self.var_file])
 
     def exists(self, name: str) -> bool:
         _, found = without_block(self._read_agents(), name)
@@ -371,11 +443,26 @@ class DockerAgents:
             progress(f"removed leftover container {container_name(name)}")
         return removed
 
+    def _note_older_containers(self, progress: Progress) -> None:
+        """Say which agents still run an older build of the image (spawn leaves them alone)."""
+        try:
+            older = containers_on_other_images(self.image)
+        except ProvisionError:
+            return
+        if older:
+            progress(
+                f"note: {', '.join(older)} still run{'s' if len(older) == 1 else ''} an older "
+                f"build of {self.image}; a full apply restarts them on the current one (see "
+                "'Updating the agents' image' in docs/docker.md)"
+            )
+
     def _settle(self, progress: Progress) -> None:
         """After a removal the state still holds the agent's root output (a targeted run cannot
         drop it): apply once more when that is all there is to change. Pending resource
         changes (a rebuilt image, other agents) are left for the next spawn, not done as a
-        side effect of a removal. The agent is gone already: a failure is only reported."""
+        side effect of a removal (the output then stays until the next full apply: Terraform
+        1.11 cannot apply a refresh-only plan that only drops outputs). The agent is gone
+        already: a failure is only reported."""
         try:
             changed, resources = self.terraform.planned_changes(var_files=[self.var_file])
             if changed and not resources:
@@ -394,12 +481,26 @@ class DockerAgents:
         }
         write_private_file(self.var_file, (json.dumps(variables, indent=2) + "\n").encode())
 
+    @property
+    def lock_file(self) -> Path:
+        return self.state_dir / "agents.lock"
+
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        """One spawn or remove at a time edits agents.tf and applies."""
+    def _locked(self, progress: Progress) -> Iterator[None]:
+        """One spawn, remove or full apply at a time edits agents.tf and applies. An exclusive
+        flock on ``agents.lock`` (0600, never deleted); says so when it has to wait."""
         private_dir(self.state_dir)
-        with file_lock(self.state_dir / "agents.lock"):
+        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        try:
+            os.fchmod(fd, FILE_MODE)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                progress(f"waiting for another spawn/remove to finish (lock {self.lock_file})")
+                fcntl.flock(fd, fcntl.LOCK_EX)
             yield
+        finally:
+            os.close(fd)
 
     def _read_agents(self) -> str:
         try:
@@ -419,7 +520,7 @@ _TARGET_NOTES = (
     "warning: Resource targeting is in effect",
     "warning: Applied changes may be incomplete",
 )
-_IMAGE_RESOURCE = "terraform_data.iris_runtime_image[0]: "
+_IMAGE_LINE = f"{IMAGE_RESOURCE}[0]: "
 _BUILD_LINES_SHOWN = re.compile(
     r"Step \d+/\d+ :|Successfully (built|tagged)|#\d+ \[|ERROR|error|"  # classic and BuildKit
     r"[a-z]+…$|[a-z]+ done \(\d+s\)$|still working|[a-z]+ failed$"  # the driver's own lines
@@ -433,8 +534,8 @@ def _fewer_lines(progress: Progress) -> Progress:
     def show(line: str) -> None:
         if "output suppressed due to sensitive value" in line or line.startswith(_TARGET_NOTES):
             return
-        if line.startswith(_IMAGE_RESOURCE) and not _BUILD_LINES_SHOWN.match(
-            line.removeprefix(_IMAGE_RESOURCE)
+        if line.startswith(_IMAGE_LINE) and not _BUILD_LINES_SHOWN.match(
+            line.removeprefix(_IMAGE_LINE)
         ):
             return
         progress(line)

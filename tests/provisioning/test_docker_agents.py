@@ -4,9 +4,11 @@
 checkout), applies: the root's shared resource builds the runtime image from the Dockerfile on a
 base imported from the debootstrap tree, the module starts the container; the agent then answers
 `/health` on its API port and the bridge's job endpoint on its bridge port. A second apply changes
-nothing, `remove` takes the container away. Secrets: the platform tokens reach the container set
-empty whatever the env file says, a store-mode container gets no env file at all, and no token
-shows in Terraform's output or in any process's argv.
+nothing, `remove` takes the container away. A spawn after the image's sources changed builds the
+new image for the new agent only: the others keep their containers until a full apply. `preflight`
+refuses what install would refuse, before anything is written. Secrets: the platform tokens reach
+the container set empty whatever the env file says, a store-mode container gets no env file at
+all, and no token shows in Terraform's output or in any process's argv.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import threading
 import time
@@ -26,16 +29,18 @@ from pathlib import Path
 
 import pytest
 
-from iris_runtime.errors import ProvisionError
+from iris_runtime.errors import InvalidInput, ProvisionError
 from iris_runtime.provision.docker import (
     DockerAgents,
     check_docker,
+    container_name,
     container_state,
     inspect_container,
 )
 from iris_runtime.provision.launch import PLATFORM_TOKEN_VARS, AgentLaunch
 from iris_runtime.provision.terraform import Terraform
 from tests.provisioning.dockerd import (  # noqa: F401  (fixtures)
+    REPO,
     Dockerd,
     docker_base_image,
     docker_repo,
@@ -44,6 +49,8 @@ from tests.provisioning.dockerd import (  # noqa: F401  (fixtures)
 from tests.provisioning.rootfs import debian_rootfs, require_root_and  # noqa: F401
 
 IMAGE = "iris-runtime:test"
+ROLL_IMAGE = "iris-runtime:roll-test"
+LONGEST_NAME = "9_lives-" + "x" * 55  # 63 characters: the registry's longest name
 PARENT_SECRETS = {
     "TELEGRAM_BOT_TOKEN": "parent-telegram-" + uuid.uuid4().hex,
     "IRIS_SLACK_BOT_TOKEN": "xoxb-parent-" + uuid.uuid4().hex,
@@ -333,6 +340,100 @@ def test_a_failed_apply_rolls_back(
     )
 
 
+def test_preflight_refuses_a_name_docker_cannot_use_and_writes_nothing(
+    docker_agents: DockerAgents,
+) -> None:
+    before = docker_agents.agents_file.read_text()
+    docker_agents.preflight("my_agent")  # any registry name works in Docker mode
+    docker_agents.preflight(LONGEST_NAME)
+    for bad in ("My.Agent", "-x", "a" * 64):
+        with pytest.raises(InvalidInput, match="cannot be used for a container"):
+            docker_agents.preflight(bad)
+    assert docker_agents.agents_file.read_text() == before
+
+
+def image_id(dockerd: Dockerd, image: str) -> str:  # noqa: F811
+    result = dockerd.docker("image", "inspect", "--format", "{{.Id}}", image)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_a_new_image_reaches_the_new_agent_only_until_a_full_apply(
+    dockerd: Dockerd,  # noqa: F811
+    docker_base_image: str,  # noqa: F811
+    docker_repo: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    # A checkout of its own (hard links: instant), with an agents.tf of its own: a full apply
+    # applies every block of agents.tf, and this test's state must not meet the other tests'.
+    repo = tmp_path / "repo"
+    shutil.copytree(docker_repo, repo, copy_function=os.link)
+    (repo / "terraform" / "agents.tf").unlink()
+    shutil.copy(REPO / "terraform" / "agents.tf", repo / "terraform" / "agents.tf")
+    agents = DockerAgents(
+        repo_dir=repo,
+        data_dir=tmp_path / "parent",
+        image=ROLL_IMAGE,
+        base_image=docker_base_image,
+        terraform=Terraform(repo / "terraform"),
+        env_file=None,
+        broker_url="http://127.0.0.1:3000",
+    )
+    homes = tmp_path / "homes"
+    first = [make_launch(homes, name, "store", "") for name in ("my_agent", "9lives")]
+    newest = make_launch(homes, LONGEST_NAME, "store", "")
+    # A new file in the image's sources: part of its hash (iris_runtime/**) and build context.
+    marker = repo / "iris_runtime" / "roll-test-marker.txt"
+    try:
+        for launch in first:
+            agents.install(launch, secrets_mode="store", unique_token=True, progress=print)
+        old_image = image_id(dockerd, ROLL_IMAGE)
+        before = {launch.name: inspect_container(container_name(launch.name)) for launch in first}
+
+        marker.write_text(uuid.uuid4().hex)
+        lines: list[str] = []
+        agents.install(newest, secrets_mode="store", unique_token=True, progress=lines.append)
+        print("\n".join(lines))
+        assert any(ln.startswith("terraform_data.iris_runtime_image[0]: create") for ln in lines)
+        new_image = image_id(dockerd, ROLL_IMAGE)
+        assert new_image != old_image
+        info = inspect_container(container_name(LONGEST_NAME))
+        assert info is not None and info["Image"] == new_image
+        # The others were not touched: same containers, still running the image they had.
+        assert not any(
+            ln.startswith(("module.agent_my_agent", "module.agent_9lives")) for ln in lines
+        )
+        for name, was in before.items():
+            now = inspect_container(container_name(name))
+            assert was is not None and now is not None
+            assert (now["Id"], now["Image"]) == (was["Id"], old_image), name
+            assert now["State"]["StartedAt"] == was["State"]["StartedAt"], f"{name} restarted"
+        assert any(
+            ln.startswith(f"note: 9lives, my_agent still run an older build of {ROLL_IMAGE}")
+            for ln in lines
+        )
+        wait_healthy(newest)
+
+        # The documented roll: a full apply replaces exactly the containers on the old image.
+        lines.clear()
+        agents.apply_all(lines.append)
+        print("\n".join(lines))
+        for name, was in before.items():
+            now = inspect_container(container_name(name))
+            assert was is not None and now is not None
+            assert now["Id"] != was["Id"] and now["Image"] == new_image, name
+        assert sorted(ln for ln in lines if ln.startswith("plan: ")) == [
+            "plan: replace module.agent_9lives.terraform_data.container",
+            "plan: replace module.agent_my_agent.terraform_data.container",
+        ]
+        assert agents.terraform.plan(var_files=[agents.var_file]) is False
+    finally:
+        for launch in [*first, newest]:
+            agents.remove(launch.name, print)
+    for launch in [*first, newest]:
+        assert inspect_container(container_name(launch.name)) is None
+
+
 def test_docker_unavailable_is_a_clear_error(
     tmp_path: Path,
     docker_repo: Path,  # noqa: F811
@@ -345,6 +446,12 @@ def test_docker_unavailable_is_a_clear_error(
         docker_repo, tmp_path, IMAGE, "base", Terraform(docker_repo / "terraform"), None, ""
     )
     before = agents.agents_file.read_text()
+    # What spawn asks before it registers the agent: nothing is written, not even the state dir.
+    with pytest.raises(ProvisionError, match="Docker daemon not reachable"):
+        agents.preflight("nodocker")
+    assert not agents.state_dir.exists()
+    with pytest.raises(InvalidInput):  # the name is checked first
+        agents.preflight("No_Docker")
     launch = make_launch(tmp_path / "homes", "nodocker", "store", "")
     with pytest.raises(ProvisionError, match="Docker daemon not reachable"):
         agents.install(launch, secrets_mode="store", unique_token=True, progress=print)
@@ -355,6 +462,9 @@ def test_missing_terraform_is_a_clear_error(tmp_path: Path, docker_repo: Path) -
     terraform = Terraform(docker_repo / "terraform", binary="/nonexistent/terraform")
     agents = DockerAgents(docker_repo, tmp_path, IMAGE, "base", terraform, None, "")
     before = agents.agents_file.read_text()
+    with pytest.raises(ProvisionError, match=r"terraform not found.*install Terraform"):
+        agents.preflight("noterraform")
+    assert not agents.state_dir.exists()
     launch = make_launch(tmp_path / "homes", "noterraform", "store", "")
     with pytest.raises(ProvisionError, match=r"terraform not found.*install Terraform"):
         agents.install(launch, secrets_mode="store", unique_token=True, progress=print)

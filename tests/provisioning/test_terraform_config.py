@@ -15,12 +15,23 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
-from iris_runtime.errors import ProvisionError
-from iris_runtime.provision.docker import render_block, with_block, without_block
+from iris_runtime.agents.registry import NAME_RE
+from iris_runtime.errors import InvalidInput, ProvisionError
+from iris_runtime.private_files import file_lock
+from iris_runtime.provision.docker import (
+    AGENT_NAME,
+    DockerAgents,
+    check_agent_name,
+    render_block,
+    with_block,
+    without_block,
+)
+from iris_runtime.provision.launch import AgentLaunch
 from iris_runtime.provision.terraform import Terraform, describe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,6 +96,8 @@ def test_module_terraform_test_covers_validation_and_precondition(tmp_path: Path
         "store_mode_requires_unique_api_token",
         "proxy_mode_requires_unique_api_token",
         "store_mode_with_its_own_token_passes_only_the_identity",
+        "every_registry_name_is_accepted",
+        "a_name_the_registry_refuses_is_rejected",
     ):
         assert f'run "{run}"... pass' in out
     assert "0 failed" in out
@@ -101,6 +114,7 @@ def test_root_validates_empty_and_with_a_rendered_agent_block(tmp_path: Path) ->
     original = agents.read_text()
     text = with_block(original, "digest", block())
     text = with_block(text, "env-agent", block("env-agent", secrets_mode="env", unique_token=False))
+    text = with_block(text, "9_lives", block("9_lives"))  # any registry name is an HCL name
     agents.write_text(text)
     tf.init()  # new module calls need init (no network: local modules only)
     tf.validate()
@@ -117,7 +131,78 @@ def test_root_validates_empty_and_with_a_rendered_agent_block(tmp_path: Path) ->
     text, found = without_block(agents.read_text(), "digest")
     assert found
     text, found = without_block(text, "env-agent")
+    assert found
+    text, found = without_block(text, "9_lives")
     assert found and text == original
+
+
+def test_docker_agent_names_are_the_registry_names() -> None:
+    assert f"^{AGENT_NAME.pattern}$" == NAME_RE.pattern
+    for name in ("my_agent", "9lives", "a" * 63, "x-_-y"):
+        check_agent_name(name)
+    for name in ("", "My", "-x", "_x", "a.b", "a" * 64):
+        with pytest.raises(InvalidInput, match="cannot be used for a container"):
+            check_agent_name(name)
+
+
+def fake_docker_agents(tmp_path: Path) -> DockerAgents:
+    """DockerAgents over a copy of the root; nothing here reaches Docker or Terraform."""
+    root = copy_root(tmp_path / "repo")
+    return DockerAgents(
+        root.parent, tmp_path / "data", "img:test", "base", Terraform(root), None, ""
+    )
+
+
+def test_a_failed_rollback_is_part_of_the_error_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agents = fake_docker_agents(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    launch = AgentLaunch("digest", home, 4001, 4101, ("iris", "serve"), {})
+
+    def fail(message: str) -> object:
+        def raiser(*args: object, **kwargs: object) -> None:
+            raise ProvisionError(message)
+
+        return raiser
+
+    monkeypatch.setattr(agents, "preflight", lambda name: None)
+    monkeypatch.setattr(agents, "_prepare", lambda progress: None)
+    monkeypatch.setattr(agents.terraform, "apply", fail("terraform apply failed: boom"))
+    monkeypatch.setattr(agents, "_take_out", fail("terraform apply failed: daemon gone"))
+    monkeypatch.setattr(agents, "_remove_leftover", lambda name, progress: False)
+    monkeypatch.setattr(agents, "_settle", lambda progress: None)
+    with pytest.raises(ProvisionError) as caught:
+        agents.install(launch, secrets_mode="env", unique_token=False, progress=print)
+    assert caught.value.message == (
+        "terraform apply failed: boom (rollback failed too: terraform apply failed: daemon gone)"
+    )
+    assert str(caught.value) == caught.value.message
+
+
+def test_a_waiting_spawn_or_remove_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nobody-listens.sock")
+    agents = fake_docker_agents(tmp_path)
+    lines: list[str] = []
+    agents.remove("nobody", lines.append)  # the lock is free: nothing said about it
+    assert not lines
+    waiting = threading.Event()
+
+    def progress(line: str) -> None:
+        lines.append(line)
+        waiting.set()
+
+    with file_lock(agents.lock_file):  # another spawn holds it
+        remover = threading.Thread(target=agents.remove, args=("nobody", progress))
+        remover.start()
+        assert waiting.wait(10)
+        assert remover.is_alive(), "it waits for the lock"
+    remover.join(10)
+    assert not remover.is_alive()
+    assert lines == [
+        f"waiting for another spawn/remove to finish (lock {agents.state_dir / 'agents.lock'})"
+    ]
 
 
 def test_agent_blocks_are_replaced_not_duplicated() -> None:

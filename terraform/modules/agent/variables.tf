@@ -1,9 +1,9 @@
 variable "name" {
-  description = "Agent name: the container is iris-agent-NAME, AGENT_NAME inside."
+  description = "Agent name (the registry's rule): the container is iris-agent-NAME, AGENT_NAME inside."
   type        = string
   validation {
-    condition     = can(regex("^[a-z][a-z0-9-]{0,39}$", var.name))
-    error_message = "name must be lowercase letters, digits and dashes, starting with a letter (at most 40 characters)."
+    condition     = can(regex("^[a-z0-9][a-z0-9_-]{0,62}$", var.name))
+    error_message = "name must be lowercase letters, digits, dashes and underscores, starting with a letter or digit (at most 63 characters)."
   }
 }
 

@@ -86,3 +86,26 @@ run "proxy_mode_requires_unique_api_token" {
 
   expect_failures = [terraform_data.container]
 }
+
+run "every_registry_name_is_accepted" {
+  command = plan
+
+  variables {
+    name = "9_lives-of-an-agent_with-a-name-as-long-as-the-registry-allows-"
+  }
+
+  assert {
+    condition     = local.container == "iris-agent-9_lives-of-an-agent_with-a-name-as-long-as-the-registry-allows-"
+    error_message = "the container is iris-agent-NAME"
+  }
+}
+
+run "a_name_the_registry_refuses_is_rejected" {
+  command = plan
+
+  variables {
+    name = "Has.Dots"
+  }
+
+  expect_failures = [var.name]
+}
