@@ -1,13 +1,19 @@
 """Service mode: one systemd unit per sub-agent, ``iris-agent-NAME.service``.
 
-Install renders and verifies the unit before systemd ever sees it, moves it into place
-atomically, enables and starts it, and watches it for a moment so a command that dies at once is
-reported with its journal lines instead of as a later health-check timeout. Whatever install
-created is removed again when a step fails.
+Install renders and verifies the unit before systemd ever sees it, makes sure the agent user
+exists and owns the agent's home, moves the unit into place atomically, enables and starts it,
+and watches it for a moment so a command that dies at once is reported with its journal lines
+instead of as a later health-check timeout. Whatever install created is removed again when a step
+fails, except the agent user: every agent runs as it, so it is never deleted.
 
-``systemctl``/``journalctl`` may be argv prefixes rather than names, so the same code drives a
-systemd in another namespace (the tests run ``nsenter -t PID -a -- systemctl`` into a booted
-container, and pass the container's unit directory as seen from the host).
+Agents run as an unprivileged user (``iris-agent`` by default) with no capabilities: as root, an
+agent's shell could start an unconfined unit of its own or undo the mounts that hide Iris's
+files. That user needs read and execute access to the interpreter, the venv and the checkout.
+
+``systemctl``/``journalctl`` may be argv prefixes rather than names, and ``on_target`` prefixes
+the other commands that act on the managed machine (``getent``, ``useradd``, ``chown``), so the
+same code drives a systemd in another namespace (the tests run ``nsenter -t PID -a --`` into a
+booted container, and pass the container's unit directory and root as seen from the host).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from iris_runtime.provision.launch import AgentLaunch, Progress
 from iris_runtime.provision.unit import render_unit, template_path, unit_file_name, verify_unit
 
 SYSTEMD_RUN_DIR = Path("/run/systemd/system")
+DEFAULT_AGENT_USER = "iris-agent"
+"""The Unix user agents run as unless configured otherwise (``IRIS_AGENT_USER``)."""
 JOURNAL_LINES = 20
 _COMMAND_TIMEOUT = 90.0  # a stop may take TimeoutStopSec= (30 s) before systemd kills
 _NOT_LOADED = ("not loaded", "does not exist", "not found", "No such file")
@@ -48,7 +56,9 @@ class SystemdService:
         *,
         journalctl: str | Sequence[str] = "journalctl",
         systemd_analyze: str = "systemd-analyze",
-        user: str | None = None,
+        user: str = DEFAULT_AGENT_USER,
+        on_target: Sequence[str] = (),
+        root: Path = Path("/"),
         settle_seconds: float = 1.5,
     ) -> None:
         self.repo_dir = Path(repo_dir)
@@ -57,6 +67,8 @@ class SystemdService:
         self.journalctl = _argv(journalctl)
         self.systemd_analyze = systemd_analyze
         self.user = user
+        self.on_target = tuple(on_target)
+        self.root = Path(root)  # the managed machine's file system as seen from here
         # How long a freshly started unit must stay up before install trusts it. Short: spawn
         # waits for /health afterwards anyway; this only catches commands that die at once.
         self.settle_seconds = settle_seconds
@@ -76,14 +88,23 @@ class SystemdService:
             raise ProvisionError(
                 f"systemd unit directory {self.unit_dir} does not exist (IRIS_SYSTEMD_UNIT_DIR)"
             )
+        if self.user in ("root", "0"):
+            raise ProvisionError(
+                "agents must not run as root (IRIS_AGENT_USER): root could undo its isolation"
+            )
         template = template_path(self.repo_dir)
         progress(f"rendering {unit} from {template}")
-        text = render_unit(launch, template, user=self.user)
+        text = render_unit(
+            launch, template, user=self.user, root=self.root, readable=(self.repo_dir,)
+        )
         progress(f"checking {unit} with systemd-analyze verify")
         with tempfile.TemporaryDirectory(prefix="iris-unit-") as scratch:
             candidate = Path(scratch) / unit
             candidate.write_text(text, encoding="utf-8")
             verify_unit(candidate, systemd_analyze=self.systemd_analyze)
+        self._ensure_user(progress)
+        progress(f"handing {launch.home} to {self.user}")
+        self._target("chown", "-R", "--no-dereference", f"{self.user}:", str(launch.home))
         try:
             progress(f"writing {path}")
             _write_atomically(path, text)
@@ -94,7 +115,7 @@ class SystemdService:
             if started.returncode != 0:
                 raise ProvisionError(
                     f"{unit} did not start: {_without_symlink_notes(started.stderr)}\n"
-                    f"{self._journal(unit)}"
+                    f"{self._journal(unit)}{self._access_hint()}"
                 )
             progress(f"checking that {unit} stays up")
             self._wait_settled(unit)
@@ -140,6 +161,56 @@ class SystemdService:
             )
         return result
 
+    def _target(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` on the managed machine."""
+        result = _run([*self.on_target, *argv])
+        if check and result.returncode != 0:
+            raise ProvisionError(
+                f"{' '.join(argv)} failed (exit {result.returncode}): "
+                f"{result.stderr.strip() or result.stdout.strip()}"
+            )
+        return result
+
+    def _ensure_user(self, progress: Progress) -> None:
+        """Create the agent user when it is missing (as root). A system user with its own
+        group, no home of its own and no login shell: it only ever runs agents' units."""
+        if self._target("getent", "passwd", self.user, check=False).returncode == 0:
+            return
+        if os.geteuid() != 0:
+            raise ProvisionError(
+                f"the agent user {self.user!r} does not exist and only root can create it "
+                "(IRIS_AGENT_USER; service mode runs as root)"
+            )
+        progress(f"creating the system user {self.user}")
+        created = self._target(
+            "useradd",
+            "--system",
+            "--user-group",
+            "--no-create-home",
+            "--home-dir",
+            "/",
+            "--shell",
+            "/usr/sbin/nologin",
+            "--comment",
+            "Iris sub-agents",
+            self.user,
+            check=False,
+        )
+        # useradd fails (exit 9) when a concurrent spawn created the user meanwhile: fine.
+        exists = self._target("getent", "passwd", self.user, check=False).returncode == 0
+        if created.returncode != 0 and not exists:
+            raise ProvisionError(
+                f"cannot create the agent user {self.user!r} (useradd exit "
+                f"{created.returncode}): {created.stderr.strip()}"
+            )
+
+    def _access_hint(self) -> str:
+        return (
+            f"\n(the agent runs as {self.user}: it needs execute access to every directory above "
+            f"its home that is not hidden, and read and execute access to the interpreter, its "
+            f"venv and the checkout {self.repo_dir})"
+        )
+
     def _show(self, unit: str, *props: str) -> dict[str, str]:
         args = ["show", unit]
         for prop in props:
@@ -165,7 +236,7 @@ class SystemdService:
             ):
                 raise ProvisionError(
                     f"{unit} failed to start ({active}/{sub}, result {state.get('Result')})\n"
-                    f"{self._journal(unit)}"
+                    f"{self._journal(unit)}{self._access_hint()}"
                 )
             if time.monotonic() >= deadline:
                 return

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -57,8 +58,22 @@ def unit_file_name(name: str) -> str:
     return f"iris-agent-{name}.service"
 
 
-def unit_variables(launch: AgentLaunch, *, user: str | None = None) -> dict[str, Any]:
-    """The template's plain variables for ``launch``, after refusing what cannot be written."""
+def unit_variables(
+    launch: AgentLaunch,
+    *,
+    user: str | None = None,
+    group: str | None = None,
+    root: Path = Path("/"),
+    readable: Sequence[Path] = (),
+) -> dict[str, Any]:
+    """The template's plain variables for ``launch``, after refusing what cannot be written.
+
+    ``root`` is the target machine's file system as seen from here (``/``, or a container's
+    ``/proc/PID/root``): a protected path that is a directory there is hidden whole
+    (``hidden_dirs``), anything else is hidden as a single path. ``readable`` are paths the agent
+    must still read when they lie in a hidden directory (the checkout); the venv of the command's
+    interpreter is added here.
+    """
     unit_file_name(launch.name)  # refuses a name that cannot be a unit's
     if not launch.command or not launch.command[0].startswith("/"):
         raise ProvisionError(f"the command must start with an absolute path: {launch.command!r}")
@@ -76,23 +91,47 @@ def unit_variables(launch: AgentLaunch, *, user: str | None = None) -> dict[str,
             )
     for key in PLATFORM_TOKEN_VARS:
         environment.setdefault(key, "")  # explicitly empty: never Iris's own bot
-    if user is not None and not _USER.fullmatch(user):
-        raise ProvisionError(f"invalid user name {user!r}")
+    for who in (user, group):
+        if who is not None and not _USER.fullmatch(who):
+            raise ProvisionError(f"invalid user or group name {who!r}")
+    home = _plain_path(launch.home, "agent home")
+    protected = [_plain_path(p, "protected path") for p in launch.protected_paths]
+    hidden_dirs = [p for p in protected if _on(root, p).is_dir()]
+    for hidden in hidden_dirs:
+        if _below(hidden, home) or hidden == home:
+            raise ProvisionError(
+                f"protected directory {hidden} is the agent's home {home} or inside it"
+            )
     return {
         "name": launch.name,
         "command": list(launch.command),
-        "home": _plain_path(launch.home, "agent home"),
+        "home": home,
         "environment": environment,
-        "protected_paths": [_plain_path(p, "protected path") for p in launch.protected_paths],
+        "hidden_dirs": hidden_dirs,
+        "protected_paths": [p for p in protected if p not in hidden_dirs],
+        "readable_paths": [
+            _plain_path(Path(path), "interpreter or checkout path")
+            for path in _readable_paths(launch, readable)
+            if any(_below(str(path), hidden) for hidden in hidden_dirs)
+        ],
         "user": user or "",
-        "group": "",
+        "group": group or "",
         "private_tmp": not _uses_tmp(launch),
     }
 
 
-def render_unit(launch: AgentLaunch, template: Path, *, user: str | None = None) -> str:
-    """The unit text for ``launch``, rendered in one pass from ``template``."""
-    variables = unit_variables(launch, user=user)
+def render_unit(
+    launch: AgentLaunch,
+    template: Path,
+    *,
+    user: str | None = None,
+    group: str | None = None,
+    root: Path = Path("/"),
+    readable: Sequence[Path] = (),
+) -> str:
+    """The unit text for ``launch``, rendered in one pass from ``template`` (arguments as for
+    :func:`unit_variables`)."""
+    variables = unit_variables(launch, user=user, group=group, root=root, readable=readable)
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template.parent)),
         undefined=jinja2.StrictUndefined,
@@ -105,7 +144,7 @@ def render_unit(launch: AgentLaunch, template: Path, *, user: str | None = None)
         text = environment.get_template(template.name).render(variables)
     except jinja2.TemplateError as exc:
         raise ProvisionError(f"cannot render {template}: {exc}") from None
-    _refuse_token(text, launch.home)
+    _refuse_token(text, _on(root, str(launch.home)))
     return text
 
 
@@ -155,6 +194,26 @@ def _plain_path(path: Path, what: str) -> str:
             "WorkingDirectory=/ReadWritePaths= cannot hold safely"
         )
     return text
+
+
+def _on(root: Path, path: str) -> Path:
+    """``path`` on the target machine whose file system is at ``root`` here."""
+    return root / path.lstrip("/")
+
+
+def _below(path: str, directory: str) -> bool:
+    return path != directory and (path + "/").startswith(directory.rstrip("/") + "/")
+
+
+def _readable_paths(launch: AgentLaunch, extra: Sequence[Path]) -> list[Path]:
+    """What the agent user must reach besides its home: the venv (or directory) of the command's
+    interpreter, as written and resolved, and ``extra`` (the checkout the venv imports from)."""
+    found: list[Path] = []
+    for program in (Path(launch.command[0]), Path(os.path.realpath(launch.command[0]))):
+        directory = program.parent
+        found.append(directory.parent if directory.name == "bin" else directory)
+    found += extra
+    return list(dict.fromkeys(found))
 
 
 def _uses_tmp(launch: AgentLaunch) -> bool:

@@ -3,7 +3,9 @@
 The container boots with ``--volatile=overlay`` (a tmpfs over the read-only shared tree, thrown
 away at exit), shares the host's network (so a port an agent opens inside is reachable from the
 test), and sees the checkout under test and the host's Python read-only at their own paths, so
-``<repo>/.venv/bin/python -m iris_runtime`` runs inside unchanged. Commands run inside through
+``<repo>/.venv/bin/python -m iris_runtime`` runs inside unchanged, for any user: the directories
+above those binds (``/root`` when Python lives in ``/root/.pyenv``) get ``o+x`` inside, as a real
+host must give the agent user access to its venv and checkout. Commands run inside through
 ``nsenter -t <container init> -a``; the container's files are reachable from the host under
 :attr:`NspawnHost.root` (``/proc/<init>/root``).
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -133,6 +136,7 @@ class NspawnHost:
         try:
             self._init_pid = self._find_init()
             self._wait_booted()
+            self._open_paths_to_binds()
         except BaseException:
             self.stop()
             raise
@@ -192,6 +196,16 @@ class NspawnHost:
             if state or time.monotonic() > deadline:
                 raise RuntimeError(f"container boot ended {state!r}: {result.stderr.strip()}")
             time.sleep(0.05)
+
+    def _open_paths_to_binds(self) -> None:
+        """Let every user reach the bound checkout and Python (agents run unprivileged); only
+        the container's overlay changes, the shared rootfs and the host stay as they are."""
+        for bind in self.binds_ro:
+            for parent in bind.parents:
+                inside = self.path(parent)
+                mode = inside.stat().st_mode
+                if not mode & 0o001:
+                    inside.chmod(stat.S_IMODE(mode) | 0o001)
 
     def _fail_if_exited(self) -> None:
         assert self._process is not None

@@ -1,7 +1,7 @@
 """What SystemdService.install refuses before it touches systemd: a unit that fails
-`systemd-analyze verify`, an existing unit file, a missing unit directory or template. Runs on
-this host (systemd need not be PID 1); systemctl must never be reached, so it names a program
-that does not exist."""
+`systemd-analyze verify`, an existing unit file, a missing unit directory or template, root as
+the agent user. Runs on this host (systemd need not be PID 1); systemctl must never be reached,
+so it names a program that does not exist."""
 
 from __future__ import annotations
 
@@ -70,3 +70,14 @@ def test_a_checkout_without_the_template_names_iris_repo_dir(tmp_path: Path) -> 
 def test_removing_an_invalid_name_is_refused_before_any_path_is_built(tmp_path: Path) -> None:
     with pytest.raises(ProvisionError, match="cannot name a systemd unit"):
         service(tmp_path).remove("../../etc/passwd", no_progress)
+
+
+@pytest.mark.parametrize("user", ["root", "0"])
+def test_agents_never_run_as_root(tmp_path: Path, user: str) -> None:
+    unit_dir = tmp_path / "units"
+    unit_dir.mkdir()
+    systemd = SystemdService(REPO, unit_dir, NO_SYSTEMCTL, journalctl=NO_SYSTEMCTL, user=user)
+    steps: list[str] = []
+    with pytest.raises(ProvisionError, match="must not run as root"):
+        systemd.install(launch(tmp_path), steps.append)
+    assert (steps, list(unit_dir.iterdir())) == ([], [])

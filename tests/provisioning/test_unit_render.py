@@ -60,6 +60,24 @@ def make_launch(home_dir: Path, **changes: object) -> AgentLaunch:
     return AgentLaunch(**values)  # type: ignore[arg-type]
 
 
+HARDENING = (
+    "NoNewPrivileges=yes",
+    "CapabilityBoundingSet=",
+    "AmbientCapabilities=",
+    "ProtectSystem=strict",
+    "PrivateUsers=yes",
+    "ProtectProc=invisible",
+    "ProcSubset=pid",
+    "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
+    "RestrictNamespaces=yes",
+    "ProtectClock=yes",
+    "ProtectHostname=yes",
+    "ProtectKernelLogs=yes",
+    "SystemCallFilter=@system-service",
+    "UMask=0077",
+)
+
+
 def directives(unit: str, key: str) -> list[str]:
     return [line.split("=", 1)[1] for line in unit.splitlines() if line.startswith(f"{key}=")]
 
@@ -91,8 +109,9 @@ def test_unit_has_literal_environment_no_env_file_no_token_and_verifies(tmp_path
         "-/var/lib/iris/secrets",
         "-/var/lib/iris/agents.json",
     ]
-    for hardening in ("NoNewPrivileges=yes", "ProtectSystem=strict", "UMask=0077"):
+    for hardening in HARDENING:
         assert hardening in unit.splitlines()
+    assert directives(unit, "MemoryDenyWriteExecute") == []  # Python needs W+X (ctypes)
     assert directives(unit, "Restart") == ["always"]
     verified(unit, tmp_path)
 
@@ -161,8 +180,92 @@ def test_an_invalid_user_is_refused_and_a_valid_one_is_written(tmp_path: Path) -
     launch = make_launch(agent_home(tmp_path))
     with pytest.raises(ProvisionError, match="invalid user"):
         render_unit(launch, TEMPLATE, user="root\nUser=x")
-    assert directives(render_unit(launch, TEMPLATE, user="iris"), "User") == ["iris"]
+    with pytest.raises(ProvisionError, match="invalid user or group"):
+        render_unit(launch, TEMPLATE, user="iris", group="a b")
+    unit = render_unit(launch, TEMPLATE, user="iris-agent")
+    assert directives(unit, "User") == ["iris-agent"]
+    assert directives(unit, "Group") == []  # the user's own group
+    assert directives(render_unit(launch, TEMPLATE, user="u", group="g"), "Group") == ["g"]
     assert directives(render_unit(launch, TEMPLATE), "User") == []
+
+
+def iris_layout(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    """Iris's data dir, its agents dir, an agent home in it and an env file outside."""
+    data = tmp_path / "data"
+    agents = data / "agents"
+    home = agents / "digest"
+    home.mkdir(parents=True)
+    env_file = tmp_path / "etc" / "iris.env"
+    env_file.parent.mkdir()
+    env_file.write_text("TELEGRAM_BOT_TOKEN=123:abc\n")
+    return data, agents, home, env_file
+
+
+@needs_systemd_analyze
+def test_directories_are_hidden_whole_and_the_home_is_bound_back(tmp_path: Path) -> None:
+    data, agents, home, env_file = iris_layout(tmp_path)
+    missing = tmp_path / "not-there-yet"
+    launch = make_launch(home, protected_paths=(data, agents, env_file, missing))
+    unit = render_unit(launch, TEMPLATE, user="iris-agent")
+
+    # Directories become empty read-only tmpfs (a later atomic replace inside stays hidden);
+    # files and paths that do not exist stay single InaccessiblePaths= entries ("-": optional).
+    assert directives(unit, "TemporaryFileSystem") == [f"{data}:ro", f"{agents}:ro"]
+    assert directives(unit, "InaccessiblePaths") == [f"-{env_file}", f"-{missing}"]
+    assert directives(unit, "BindPaths") == [str(home)]
+    assert directives(unit, "ReadWritePaths") == [str(home)]
+    assert directives(unit, "WorkingDirectory") == [str(home)]
+    assert directives(unit, "BindReadOnlyPaths") == []  # the interpreter is not in data
+    verified(unit, tmp_path)
+
+
+@needs_systemd_analyze
+def test_a_checkout_or_venv_inside_a_hidden_directory_stays_readable(tmp_path: Path) -> None:
+    data, agents, home, _ = iris_layout(tmp_path)
+    checkout = data / "repo"
+    venv_bin = checkout / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").symlink_to(sys.executable)
+    launch = make_launch(
+        home,
+        command=(str(venv_bin / "python"), "-m", "iris_runtime", "serve"),
+        protected_paths=(data, agents),
+    )
+    unit = render_unit(launch, TEMPLATE, user="iris-agent", readable=(checkout,))
+    assert directives(unit, "BindReadOnlyPaths") == [f"-{checkout / '.venv'}", f"-{checkout}"]
+    verified(unit, tmp_path)
+
+
+def test_a_home_outside_the_hidden_directories_needs_no_bind(tmp_path: Path) -> None:
+    data, _, _, _ = iris_layout(tmp_path)
+    home = agent_home(tmp_path / "elsewhere")
+    unit = render_unit(make_launch(home, protected_paths=(data,)), TEMPLATE)
+    assert directives(unit, "TemporaryFileSystem") == [f"{data}:ro"]
+    assert directives(unit, "BindPaths") == []
+    assert directives(unit, "ReadWritePaths") == [str(home)]
+
+
+def test_directories_are_told_apart_on_the_target_root(tmp_path: Path) -> None:
+    # A container's file system as seen from here: /var/lib/iris is a directory there only.
+    target = tmp_path / "target"
+    (target / "var/lib/iris/agents/digest").mkdir(parents=True)
+    launch = make_launch(
+        Path("/var/lib/iris/agents/digest"),
+        protected_paths=(Path("/var/lib/iris"), Path("/etc/iris.env")),
+    )
+    unit = render_unit(launch, TEMPLATE, root=target)
+    assert directives(unit, "TemporaryFileSystem") == ["/var/lib/iris:ro"]
+    assert directives(unit, "InaccessiblePaths") == ["-/etc/iris.env"]
+    assert directives(unit, "BindPaths") == ["/var/lib/iris/agents/digest"]
+
+
+@pytest.mark.parametrize("hidden", ["home", "inside"])
+def test_hiding_the_agents_own_home_is_refused(tmp_path: Path, hidden: str) -> None:
+    home = agent_home(tmp_path)
+    (home / "skills").mkdir()
+    path = home if hidden == "home" else home / "skills"
+    with pytest.raises(ProvisionError, match="home"):
+        render_unit(make_launch(home, protected_paths=(path,)), TEMPLATE)
 
 
 @pytest.mark.parametrize(
