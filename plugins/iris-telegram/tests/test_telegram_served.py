@@ -46,7 +46,10 @@ def test_placeholder_progress_and_final_reply_in_the_topic(iris: TelegramIris) -
     message_id = asked["message"]["message_id"]
 
     reply = iris.wait_reply(chat, message_id, "Looking.\n\nAll good.")
-    assert reply.history == ["Thinking…", "→ running no_such_tool", "Looking.\n\nAll good."]
+    assert reply.history[0] == "Thinking…" and reply.history[-1] == "Looking.\n\nAll good."
+    # Edits are at most one a second per chat: on a loaded machine the status line can be
+    # superseded by the final text before its turn comes, and is then never sent.
+    assert reply.history[1:-1] in ([], ["→ running no_such_tool"])
     assert reply.thread_id == 77  # the placeholder went to the topic and stayed there
     assert reply.entities == [{"type": "bold", "offset": 14, "length": 4}]
     assert [m.message_id for m in iris.fake.bot_messages(chat)] == [reply.message_id]
@@ -54,7 +57,7 @@ def test_placeholder_progress_and_final_reply_in_the_topic(iris: TelegramIris) -
     assert placeholder.params["message_thread_id"] == 77
     assert placeholder.params["reply_parameters"]["message_id"] == message_id
     edits = [c for c in iris.fake.calls_of("editMessageText") if c.params["chat_id"] == chat]
-    assert [c.params["parse_mode"] for c in edits] == ["HTML", "HTML"]
+    assert [c.params["parse_mode"] for c in edits] == ["HTML"] * (len(reply.history) - 1)
 
 
 def test_a_100_kb_reply_is_chunked_under_the_limit(iris: TelegramIris) -> None:
