@@ -5,8 +5,9 @@ the source to the destination (one substitution over the whole text, then an ato
 by editing the destination in place step by step: two edits of one file can interleave with a
 concurrent writer and leave a placeholder behind.
 
-``agent.json`` in the home records how the agent was spawned (mode, service manager, ports,
-skills), which is what ``iris agents remove`` reads to undo it.
+``<agents dir>/.records/<name>.json`` records how the agent was spawned (mode, service manager,
+ports, skills), which is what ``iris agents remove`` reads to undo it. It is kept outside the
+home on purpose: the agent owns its home and could rewrite anything in it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from iris_runtime.errors import ConfigError, InvalidInput, IrisError
 from iris_runtime.private_files import private_dir, write_private_file
 
 SCAFFOLD_DIR = Path("agents") / "scaffold"
-RECORD_FILE = "agent.json"
+RECORDS_DIR = ".records"
 REMOVED_DIR = ".removed"
 PLACEHOLDER_RE = re.compile(r"\{\{([A-Z_]+)\}\}")
 MAX_CONSTITUTION_BYTES = 256 * 1024
@@ -39,7 +40,7 @@ class HomeExists(IrisError):
 
 @dataclass(frozen=True)
 class AgentRecord:
-    """How an agent was spawned; stored as ``agent.json`` in its home."""
+    """How an agent was spawned (see the module docstring for where it is kept)."""
 
     name: str
     mode: str  # "service" | "docker"
@@ -51,20 +52,31 @@ class AgentRecord:
     model: str
     created: str
 
-    def write(self, home: Path) -> None:
+    def write(self, agents_dir: Path) -> None:
         data = json.dumps(asdict(self), indent=2) + "\n"
-        write_private_file(home / RECORD_FILE, data.encode("utf-8"))
+        path = record_path(agents_dir, self.name)
+        private_dir(path.parent)
+        write_private_file(path, data.encode("utf-8"))
 
     @classmethod
-    def read(cls, home: Path) -> AgentRecord | None:
+    def read(cls, agents_dir: Path, name: str) -> AgentRecord | None:
+        path = record_path(agents_dir, name)
         try:
-            raw = json.loads((home / RECORD_FILE).read_text(encoding="utf-8"))
+            raw = json.loads(path.read_text(encoding="utf-8"))
             raw["skills"] = tuple(raw.get("skills", ()))
             return cls(**raw)
         except FileNotFoundError:
             return None
         except (OSError, ValueError, TypeError) as exc:
-            raise ConfigError(f"{home / RECORD_FILE} is unreadable: {exc}") from None
+            raise ConfigError(f"{path} is unreadable: {exc}") from None
+
+
+def record_path(agents_dir: Path, name: str) -> Path:
+    return agents_dir / RECORDS_DIR / f"{name}.json"
+
+
+def delete_record(agents_dir: Path, name: str) -> None:
+    record_path(agents_dir, name).unlink(missing_ok=True)
 
 
 def render_placeholders(text: str, values: Mapping[str, str]) -> str:

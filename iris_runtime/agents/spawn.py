@@ -32,10 +32,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from iris_runtime.agents.home import (
+    RECORDS_DIR,
     AgentRecord,
     archive_home,
     create_home,
     delete_home,
+    delete_record,
     skills_list,
 )
 from iris_runtime.agents.ports import allocate_bridge_port, ports_of
@@ -160,7 +162,8 @@ class Spawner:
             undo.callback(delete_home, home)
             self.progress(f"created home {home}")
             record = self._record(plan, request, port)
-            record.write(home)
+            record.write(self.config.agents_dir)
+            undo.callback(delete_record, self.config.agents_dir, plan.name)
             launch = self.launch_for(record, home, plan.extra_env)
             entry = self._start(launch, request, plan, undo) or entry
             wait_until_ready(
@@ -266,7 +269,7 @@ class Spawner:
         name = check_name(name)
         home = self.config.agents_dir / name
         try:
-            record = AgentRecord.read(home)
+            record = AgentRecord.read(self.config.agents_dir, name)
         except ConfigError as exc:
             self.progress(f"{exc.message}; looking for {name} everywhere")
             record = None
@@ -277,8 +280,10 @@ class Spawner:
         if registered:
             self.registry.unregister(name)
             self.progress(f"unregistered {name}")
-        if not (registered or removed_any or left or home.exists()):
+        if not (registered or removed_any or left or home.exists() or record is not None):
             raise NotFound(f"no agent named {name!r}: not registered, no home, nothing running")
+        if not left:
+            delete_record(self.config.agents_dir, name)
         if purge:
             delete_home(home)
             self.progress(f"deleted {home}")
@@ -315,7 +320,7 @@ class Spawner:
 
     def state(self, name: str) -> dict[str, object] | None:
         """How a spawned agent runs and whether it is up; None for an agent spawn did not make."""
-        record = AgentRecord.read(self.config.agents_dir / name)
+        record = AgentRecord.read(self.config.agents_dir, name)
         if record is None:
             return None
         out: dict[str, object] = {"manager": record.manager, "state": "unknown"}
@@ -400,7 +405,9 @@ class Spawner:
         if manager == "systemd":
             from iris_runtime.provision.systemd import SystemdService
 
-            return SystemdService(self.config.repo_dir, self.config.unit_dir)
+            return SystemdService(
+                self.config.repo_dir, self.config.unit_dir, user=self.config.agent_user
+            )
         from iris_runtime.provision.process_service import ProcessService
 
         return ProcessService(self.settings.data_dir)
@@ -465,10 +472,13 @@ class Spawner:
         )
 
     def _protected_paths(self) -> tuple[Path, ...]:
-        data = self.settings.data_dir
-        paths = [data / "secrets", data / "agents.json", data / TOKEN_FILE_NAME, data / "audit"]
-        if self.settings.env_file is not None:
-            paths.append(self.settings.env_file)
+        """Iris's data dir and the agents dir are hidden whole (a unit puts an empty read-only
+        tmpfs over each and binds only the agent's own home back), which also covers files Iris
+        replaces atomically; the env file is hidden on its own when it lives outside them."""
+        paths = [self.settings.data_dir.resolve(), self.config.agents_dir.resolve()]
+        env_file = self.settings.env_file
+        if env_file is not None and not any(env_file.resolve().is_relative_to(p) for p in paths):
+            paths.append(env_file.resolve())
         return tuple(paths)
 
     def _choose_url(self, entries: dict[str, AgentEntry]) -> str:
@@ -481,7 +491,7 @@ class Spawner:
         """Ports recorded by agent homes: an agent whose registration was removed by hand still
         holds its port while its unit or process runs."""
         taken: set[int] = set()
-        for record_file in self.config.agents_dir.glob("*/agent.json"):
+        for record_file in (self.config.agents_dir / RECORDS_DIR).glob("*.json"):
             with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
                 data = json.loads(record_file.read_text(encoding="utf-8"))
                 taken.update((int(data["bridge_port"]), int(data["api_port"])))

@@ -58,6 +58,7 @@ class SpawnConfig:
     docker_base_image: str
     terraform_bin: str
     github_token_set: bool
+    agent_user: str = "iris-agent"
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SpawnConfig:
@@ -81,6 +82,7 @@ class SpawnConfig:
             docker_image=_get(env, "IRIS_DOCKER_IMAGE", "iris-runtime:local"),
             docker_base_image=_get(env, "IRIS_DOCKER_BASE_IMAGE", "python:3.11-slim"),
             terraform_bin=_get(env, "IRIS_TERRAFORM_BIN", "terraform"),
+            agent_user=_get(env, "IRIS_AGENT_USER", "iris-agent"),
             github_token_set=bool(
                 _get(env, "IRIS_GITHUB_TOKEN", "") or _get(env, "GITHUB_TOKEN", "")
             ),

@@ -177,6 +177,13 @@ def test_spawn_under_systemd_answers_reads_its_secret_and_is_removed(
         assert value not in text
     state = nspawn_host.run("systemctl", "is-active", unit).stdout.strip()
     assert state == "active"
+    # It runs as the unprivileged agent user, with no capabilities.
+    pid = nspawn_host.run("systemctl", "show", "-p", "MainPID", "--value", unit).stdout.strip()
+    status = nspawn_host.run("cat", f"/proc/{pid}/status").stdout
+    uid = next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:"))
+    user = nspawn_host.run("id", "-u", "iris-agent").stdout.strip()
+    assert uid == user != "0"
+    assert "CapEff:\t0000000000000000" in status
 
     reply = iris.message("s1", "@digest read your secret")
     assert reply["text"] == "done reading"
