@@ -186,7 +186,33 @@ def run_checks(settings: Settings) -> list[Check]:
         *_data_dir_checks(settings),
         *_port_checks(settings),
         *_plugin_checks(settings),
+        _spawn_check(settings),
     ]
+
+
+def _spawn_check(settings: Settings) -> Check:
+    """Where ``iris agents spawn`` would put agents and how it would run them."""
+    from iris_runtime.agents.spawn_config import SpawnConfig
+    from iris_runtime.provision.supervisor import backoff_from
+    from iris_runtime.provision.systemd import systemd_running
+
+    try:
+        config = SpawnConfig.from_settings(settings)
+        backoff_from(settings.env)
+    except ConfigError as exc:
+        return Check("spawn", "fail", exc.message)
+    manager = config.service_manager
+    if manager == "auto":
+        manager = "systemd" if systemd_running() else "process"
+    detail = f"agents in {config.agents_dir}, bridge ports {config.ports}, run by {manager}"
+    if not (config.repo_dir / "agents" / "scaffold" / "CONSTITUTION.md").is_file():
+        return Check(
+            "spawn",
+            "warn",
+            f"{detail}; no agent scaffold in {config.repo_dir}: set IRIS_REPO_DIR to the Iris "
+            "checkout to spawn agents",
+        )
+    return Check("spawn", "ok", detail)
 
 
 @click.command()

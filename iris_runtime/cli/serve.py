@@ -18,6 +18,7 @@ from gunicorn.app.base import BaseApplication
 from iris_runtime.cli.common import listen_ports, load_settings, plugin_host, port_problem
 from iris_runtime.config import Settings, ensure_api_token
 from iris_runtime.errors import ConfigError
+from iris_runtime.provision.supervisor import backoff_from
 from iris_runtime.runtime import check_selection, prepare_data_dir
 from iris_runtime.web.app import create_app
 
@@ -100,6 +101,7 @@ def check_startup(settings: Settings) -> None:
         lines = "\n".join(f"  {name}: {problem}" for name, problem in host.errors.items())
         raise click.ClickException(f"plugins failed to load:\n{lines}")
     try:
+        backoff_from(settings.env)  # read in the worker, where a bad value would only be logged
         check_selection(settings, host)
         # Building the provider resolves its model: an unknown one stops here, not in a worker.
         host.providers()[settings.provider](settings)

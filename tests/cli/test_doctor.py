@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from iris_runtime.testing.server import clean_environment, run_iris
+from iris_runtime.testing.server import clean_environment, free_port, run_iris
 
 TOKEN = "doctor-secret-token-value-1234567890"
 
@@ -67,3 +67,32 @@ def test_doctor_explains_a_bad_setting(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "IRIS_API_PORT must be an integer" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_doctor_reports_how_agents_would_be_spawned(tmp_path: Path) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    found = checks(
+        doctor(tmp_path, "--json", IRIS_REPO_DIR=str(repo), IRIS_AGENT_PORTS="5000-5009")
+    )
+    assert found["spawn"]["status"] == "ok"
+    assert "bridge ports 5000-5009" in found["spawn"]["detail"]
+
+    found = checks(doctor(tmp_path, "--json", IRIS_REPO_DIR=str(tmp_path / "nowhere")))
+    assert found["spawn"]["status"] == "warn" and "IRIS_REPO_DIR" in found["spawn"]["detail"]
+
+    for name, value in (("IRIS_AGENT_PORTS", "lots"), ("IRIS_SUPERVISOR_BACKOFF_MS", "soon")):
+        result = doctor(tmp_path, "--json", **{name: value})
+        assert result.returncode == 1
+        assert checks(result)["spawn"]["status"] == "fail"
+        assert name in checks(result)["spawn"]["detail"]
+
+
+def test_serve_refuses_a_bad_supervisor_backoff_before_starting(tmp_path: Path) -> None:
+    env = clean_environment(
+        IRIS_DATA_DIR=str(tmp_path / "data"),
+        IRIS_API_PORT=str(free_port()),
+        IRIS_SUPERVISOR_BACKOFF_MS="-5",
+    )
+    result = run_iris("serve", env=env, timeout=60)
+    assert result.returncode != 0
+    assert "IRIS_SUPERVISOR_BACKOFF_MS" in result.stderr
