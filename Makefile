@@ -19,11 +19,15 @@ $(VENV)/.dev-deps: $(BIN)/iris
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
 
+IRIS_WEBUI_PORT ?= 8080
+
 run: $(BIN)/iris
 	@mkdir -p $(IRIS_DATA_DIR) && chmod 700 $(IRIS_DATA_DIR)
 	@echo "Data folder: $(IRIS_DATA_DIR)"
 	@echo "API token:   $(IRIS_DATA_DIR)/api-token (unless IRIS_API_TOKEN is set)"
-	IRIS_DATA_DIR=$(IRIS_DATA_DIR) IRIS_REPO_DIR=$(CURDIR) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/iris serve
+	@echo "Web UI:      http://127.0.0.1:$(IRIS_WEBUI_PORT)/ (open the one-time login link printed below)"
+	IRIS_DATA_DIR=$(IRIS_DATA_DIR) IRIS_REPO_DIR=$(CURDIR) IRIS_WEBUI_PORT=$(IRIS_WEBUI_PORT) \
+		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/iris serve
 
 # System packages the suite needs (root on Debian only; elsewhere install them yourself).
 apt-deps:
