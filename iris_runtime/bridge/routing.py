@@ -105,6 +105,7 @@ class CallAgentTool:
     """Lets the model delegate to a registered sub-agent by intent."""
 
     name = "call_agent"
+    kind = "other"  # its tool-card category (engine.tools.TOOL_KINDS)
     description = (
         "Send a message to a registered sub-agent and wait for its reply. The same conversation "
         "with the same agent continues its context."

@@ -156,11 +156,20 @@ class AgentLoop:
                 result = ToolResult("not run: the run was stopped", is_error=True)
             else:
                 out.status(f"→ running {call.name}")
-                out.tool_event(ToolEvent("start", call.call_id, call.name, call.arguments))
+                kind = self._tools.kind(call.name)
+                out.tool_event(
+                    ToolEvent("start", call.call_id, call.name, call.arguments, kind=kind)
+                )
                 result = self._tools.execute(call, ctx)
                 out.tool_event(
                     ToolEvent(
-                        "end", call.call_id, call.name, call.arguments, result.text, result.is_error
+                        "end",
+                        call.call_id,
+                        call.name,
+                        call.arguments,
+                        result.text,
+                        result.is_error,
+                        kind,
                     )
                 )
             results.append(

@@ -58,11 +58,26 @@ class Sandbox(Protocol):
 
 
 class Tool(Protocol):
+    """A tool. It may also set ``kind`` (one of :data:`TOOL_KINDS`; "other" when absent), which
+    transports that draw tool cards use to choose one; see :func:`tool_kind`."""
+
     name: str
     description: str
     parameters: dict[str, Any]
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+
+# ACP's tool-call categories. Optional on a tool, so tools written before kinds existed still load.
+TOOL_KINDS = frozenset(
+    {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"}
+)
+
+
+def tool_kind(tool: object) -> str:
+    """The tool's declared kind, or "other" when it declares none (or one ACP does not know)."""
+    kind = getattr(tool, "kind", "other")
+    return kind if isinstance(kind, str) and kind in TOOL_KINDS else "other"
 
 
 def _check_arguments(tool: Tool, args: dict[str, Any]) -> str | None:
@@ -97,6 +112,10 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def kind(self, name: str) -> str:
+        """The kind of the tool called ``name`` ("other" for an unknown tool)."""
+        return tool_kind(self._tools.get(name))
 
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(ToolSpec(t.name, t.description, t.parameters) for t in self._tools.values())

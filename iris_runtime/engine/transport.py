@@ -57,7 +57,10 @@ class TransportEvent:
 
 @dataclass(frozen=True)
 class ToolEvent:
-    """Structured tool progress for transports that render it (tool cards)."""
+    """Structured tool progress for transports that render it (tool cards).
+
+    ``kind`` is the tool's category (one of :data:`iris_runtime.engine.tools.TOOL_KINDS`, ACP's
+    tool-call kinds), so a renderer can pick a card without knowing every tool by name."""
 
     phase: str  # "start" | "end"
     call_id: str
@@ -65,9 +68,15 @@ class ToolEvent:
     args: dict[str, Any]
     result: str | None = None
     is_error: bool = False
+    kind: str = "other"
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"phase": self.phase, "id": self.call_id, "name": self.name}
+        out: dict[str, Any] = {
+            "phase": self.phase,
+            "id": self.call_id,
+            "name": self.name,
+            "kind": self.kind,
+        }
         if self.phase == "start":
             out["args"] = self.args
         else:

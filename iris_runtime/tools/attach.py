@@ -12,6 +12,7 @@ from iris_runtime.tools.workspace import confine
 
 class AttachTool:
     name = "attach"
+    kind = "other"  # its tool-card category (engine.tools.TOOL_KINDS)
     description = (
         "Send a file from the workspace (or the channel folder) to the user as an attachment."
     )

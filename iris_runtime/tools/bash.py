@@ -25,6 +25,7 @@ _READ_CHUNK = 1 << 20
 
 class BashTool:
     name = "bash"
+    kind = "execute"  # its tool-card category (engine.tools.TOOL_KINDS)
     description = (
         "Run a bash command in the workspace directory. stdout and stderr are merged; long output "
         "keeps its end and names a file holding all of it. Returns the exit code."

@@ -33,6 +33,7 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 class ReadTool:
     name = "read"
+    kind = "read"  # its tool-card category (engine.tools.TOOL_KINDS)
     description = (
         "Read a UTF-8 text file from the workspace. Use offset (1-based line) and limit (lines) "
         "to read a large file in pieces."
@@ -61,6 +62,7 @@ class ReadTool:
 
 class WriteTool:
     name = "write"
+    kind = "edit"  # its tool-card category (engine.tools.TOOL_KINDS)
     description = (
         "Create or overwrite a text file in the workspace with the given content. Missing parent "
         "directories are created."
@@ -86,6 +88,7 @@ class WriteTool:
 
 class EditTool:
     name = "edit"
+    kind = "edit"  # its tool-card category (engine.tools.TOOL_KINDS)
     description = (
         "Replace one exact occurrence of old_text with new_text in a workspace file. old_text "
         "must occur exactly once; include surrounding lines to make it unique."

@@ -104,6 +104,8 @@ def test_tool_calls_loop_until_a_final_answer(
     assert ("status", "→ running bash") in ctx.calls
     tool_events = [c[1] for c in ctx.calls if c[0] == "tool"]
     assert [(e.phase, e.name) for e in tool_events] == [("start", "bash"), ("end", "bash")]
+    assert [e.kind for e in tool_events] == ["execute", "execute"]  # the tool's declared kind
+    assert tool_events[0].as_dict()["kind"] == "execute"
     assert "tool-ran" in (tool_events[1].result or "")
     assert ctx.calls[0] == ("working", True) and ctx.calls[-1] == ("working", False)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from iris_runtime.engine.provider import ToolCall
-from iris_runtime.engine.tools import Tool, ToolContext, ToolRegistry
+from iris_runtime.engine.tools import Tool, ToolContext, ToolRegistry, tool_kind
 from iris_runtime.tools import plugin
 from iris_runtime.tools.sandbox import HostSandbox
 
@@ -18,6 +18,21 @@ def test_register_tools_and_schemas() -> None:
         assert spec.parameters["type"] == "object"
         assert spec.parameters["additionalProperties"] is False
         assert set(spec.parameters["required"]) <= set(spec.parameters["properties"])
+
+
+def test_built_in_tools_declare_their_card_kind() -> None:
+    registry = ToolRegistry()
+    plugin.register_tools(registry.register)
+    kinds = {name: registry.kind(name) for name in registry.names()}
+    assert kinds == {
+        "bash": "execute",
+        "read": "read",
+        "write": "edit",
+        "edit": "edit",
+        "attach": "other",
+    }
+    assert registry.kind("no-such-tool") == "other"
+    assert tool_kind(object()) == "other"  # tools written before kinds existed
 
 
 def test_register_sandboxes() -> None:
