@@ -1,0 +1,922 @@
+/* Iris Web UI: sessions, one WebSocket per open conversation, streaming replies and tool cards.
+ *
+ * Everything from the server (model text, file names, tool input and results) is put in the page
+ * with textContent or through IrisMarkdown.render, which builds nodes and never parses HTML.
+ * The session cookie is HttpOnly: this script never sees a credential.
+ */
+(function () {
+  "use strict";
+
+  var KINDS = {
+    read: "Read", edit: "Edit", "delete": "Delete", move: "Move", search: "Search",
+    execute: "Run", think: "Think", fetch: "Fetch", other: "Tool"
+  };
+  var MAX_BACKOFF_MS = 15000;
+
+  var $ = function (id) { return document.getElementById(id); };
+  var ui = {
+    app: $("app"), sidebar: $("sidebar"), scrim: $("scrim"), menu: $("menu-button"),
+    sessions: $("sessions"), sessionsEmpty: $("sessions-empty"), newChat: $("new-chat"),
+    title: $("chat-title"), connection: $("connection"), connectionText: $("connection-text"),
+    agent: $("agent-select"), banner: $("banner"), bannerText: $("banner-text"),
+    bannerAction: $("banner-action"), scroll: $("messages-scroll"), list: $("messages"),
+    empty: $("empty"), emptyTitle: $("empty-title"), emptyText: $("empty-text"),
+    status: $("run-status"), statusText: $("run-status-text"), composer: $("composer"),
+    input: $("composer-input"), attach: $("attach"), fileInput: $("file-input"),
+    pending: $("pending-files"), send: $("send"), stop: $("stop")
+  };
+
+  var state = {
+    session: null,          // the open conversation's id
+    agent: "",              // "" = Iris itself, else a registered sub-agent's name
+    agents: [],
+    socket: null,
+    socketSerial: 0,        // a socket's frames are ignored once a newer one replaced it
+    ready: false,
+    everReady: false,       // a reconnect (not the first connect) reloads the history
+    refused: null,          // an error code that makes this socket refuse messages
+    backoff: 0,
+    retryTimer: null,
+    running: false,
+    turn: null,             // the assistant turn being built from live frames
+    cards: {},              // tool call id -> card element (updated in place)
+    uploads: [],            // [{file, path, url, name, chip, state}]
+    sessionsLoaded: []
+  };
+
+  // ---- small helpers ------------------------------------------------------------------------
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text != null) node.textContent = text;
+    return node;
+  }
+
+  function icon(name) {
+    var span = el("span", "icon icon--" + name);
+    span.setAttribute("aria-hidden", "true");
+    return span;
+  }
+
+  function api(method, path, body) {
+    var options = { method: method, credentials: "same-origin", headers: {} };
+    if (body instanceof FormData) {
+      options.body = body;
+    } else if (body !== undefined) {
+      options.body = JSON.stringify(body);
+      options.headers["Content-Type"] = "application/json";
+    }
+    return fetch(path, options).then(function (response) {
+      if (response.status === 401) {
+        window.location.assign("/login");
+        throw new Error("signed out");
+      }
+      return response.text().then(function (text) {
+        var data = null;
+        try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+        if (!response.ok) {
+          var error = new Error((data && data.error) || ("HTTP " + response.status));
+          error.status = response.status;
+          error.code = data && data.code;
+          throw error;
+        }
+        return data;
+      });
+    });
+  }
+
+  function relativeTime(value) {
+    if (!value) return "";
+    var when = typeof value === "number" ? new Date(value < 1e12 ? value * 1000 : value) : new Date(value);
+    if (isNaN(when.getTime())) return "";
+    var seconds = (Date.now() - when.getTime()) / 1000;
+    if (seconds < 60) return "just now";
+    if (seconds < 3600) return Math.floor(seconds / 60) + " min ago";
+    if (seconds < 86400) return Math.floor(seconds / 3600) + " h ago";
+    if (seconds < 7 * 86400) return Math.floor(seconds / 86400) + " d ago";
+    return when.toLocaleDateString();
+  }
+
+  function baseName(path) {
+    var parts = String(path).split("/");
+    return parts[parts.length - 1] || String(path);
+  }
+
+  function fileUrl(path) {
+    return "/api/sessions/" + encodeURIComponent(state.session) + "/files/" +
+      String(path).split("/").map(encodeURIComponent).join("/");
+  }
+
+  /** A file reference from a frame or the history: {name, url} or a bare path. */
+  function fileRef(file) {
+    if (typeof file === "string") return { name: baseName(file), url: fileUrl(file) };
+    var name = file.name || baseName(file.path || file.url || "file");
+    var url = file.url || (file.path ? fileUrl(file.path) : null);
+    return { name: name, url: url };
+  }
+
+  /** Only our own same-origin paths become download links. */
+  function sameOriginUrl(url) {
+    if (!url) return null;
+    try {
+      var parsed = new URL(url, window.location.href);
+      return parsed.origin === window.location.origin ? parsed.href : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function fileChip(file) {
+    var ref = fileRef(file);
+    var href = sameOriginUrl(ref.url);
+    var chip = el(href ? "a" : "span", "chip");
+    if (href) {
+      chip.href = href;
+      chip.setAttribute("download", ref.name);
+      chip.title = "Download " + ref.name;
+    }
+    chip.appendChild(icon(href ? "download" : "file"));
+    chip.appendChild(el("span", "chip__name", ref.name));
+    var item = el("li");
+    item.appendChild(chip);
+    return item;
+  }
+
+  // ---- the URL hash: #s=<session>&agent=<name> ----------------------------------------------
+
+  function readHash() {
+    var params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
+    return { session: params.get("s"), agent: params.get("agent") || "" };
+  }
+
+  function writeHash() {
+    var params = new URLSearchParams();
+    if (state.session) params.set("s", state.session);
+    if (state.agent) params.set("agent", state.agent);
+    var hash = "#" + params.toString();
+    if (window.location.hash !== hash) history.replaceState(null, "", hash);
+  }
+
+  // ---- banner, connection indicator, status line ---------------------------------------------
+
+  function showBanner(text, actionLabel, action) {
+    ui.bannerText.textContent = text;
+    ui.banner.hidden = false;
+    if (actionLabel) {
+      ui.bannerAction.textContent = actionLabel;
+      ui.bannerAction.hidden = false;
+      ui.bannerAction.onclick = action;
+    } else {
+      ui.bannerAction.hidden = true;
+      ui.bannerAction.onclick = null;
+    }
+  }
+
+  function hideBanner() {
+    ui.banner.hidden = true;
+  }
+
+  function setConnection(kind, text) {
+    ui.connection.dataset.state = kind;
+    ui.connectionText.textContent = text;
+  }
+
+  function setStatus(text) {
+    ui.status.dataset.active = text ? "true" : "false";
+    ui.statusText.textContent = text || "";
+  }
+
+  function setRunning(running) {
+    state.running = running;
+    ui.stop.disabled = !running || !state.ready;
+    if (!running) setStatus("");
+  }
+
+  function updateComposer() {
+    var blocked = !state.ready || !!state.refused;
+    var uploading = state.uploads.some(function (u) { return u.state === "uploading"; });
+    ui.send.disabled = blocked || uploading;
+    ui.stop.disabled = !state.running || !state.ready;
+    ui.input.placeholder = state.refused === "unknown_agent"
+      ? "Choose another agent to continue"
+      : "Message " + (state.agent || "Iris") + "…";
+  }
+
+  // ---- messages ------------------------------------------------------------------------------
+
+  function scrollToEnd(force) {
+    var box = ui.scroll;
+    var nearEnd = box.scrollHeight - box.scrollTop - box.clientHeight < 160;
+    if (force || nearEnd) box.scrollTop = box.scrollHeight;
+  }
+
+  function showEmptyState() {
+    var empty = ui.list.children.length === 0;
+    ui.empty.hidden = !empty;
+    if (state.agent) {
+      ui.emptyTitle.textContent = "Talk to " + state.agent;
+      ui.emptyText.textContent = "Messages here go straight to the " + state.agent +
+        " sub-agent. Its progress shows live while it works.";
+    } else {
+      ui.emptyTitle.textContent = "How can I help?";
+      ui.emptyText.textContent =
+        "Ask a question, attach a file, or pick a sub-agent above to talk to it directly.";
+    }
+  }
+
+  function addUserMessage(text, files) {
+    var item = el("li", "message message--user");
+    item.appendChild(el("span", "visually-hidden", "You said:"));
+    if (text) item.appendChild(el("div", "bubble", text)); // plain text, exactly as typed
+    if (files && files.length) {
+      var list = el("ul", "files");
+      files.forEach(function (f) { list.appendChild(fileChip(f)); });
+      item.appendChild(list);
+    }
+    ui.list.appendChild(item);
+    showEmptyState();
+    scrollToEnd(true);
+    return item;
+  }
+
+  function whoLine(agentName) {
+    var who = el("div", "message__who");
+    if (agentName) {
+      var avatar = el("span", "message__avatar message__avatar--agent");
+      avatar.appendChild(icon("agent"));
+      who.appendChild(avatar);
+      who.appendChild(el("span", null, agentName));
+    } else {
+      var logo = el("img", "message__avatar");
+      logo.src = "/static/iris.svg";
+      logo.alt = "";
+      who.appendChild(logo);
+      who.appendChild(el("span", null, "Iris"));
+    }
+    return who;
+  }
+
+  /** An assistant turn: who, tool cards, the reply bubble, files, a closing note. */
+  function newTurn(agentName) {
+    var item = el("li", "message message--assistant");
+    item.appendChild(whoLine(agentName));
+    var tools = el("ul", "tools");
+    tools.hidden = true;
+    var bubble = el("div", "bubble");
+    bubble.hidden = true;
+    var files = el("ul", "files");
+    files.hidden = true;
+    item.appendChild(tools);
+    item.appendChild(bubble);
+    item.appendChild(files);
+    ui.list.appendChild(item);
+    showEmptyState();
+    return { item: item, tools: tools, bubble: bubble, files: files, text: null };
+  }
+
+  function currentTurn() {
+    if (!state.turn) state.turn = newTurn(state.agent);
+    return state.turn;
+  }
+
+  function setReplyText(turn, text, streaming) {
+    if (text === turn.text && !streaming === !turn.bubble.classList.contains("bubble--streaming")) {
+      return;
+    }
+    turn.text = text;
+    turn.bubble.replaceChildren(IrisMarkdown.render(text || ""));
+    turn.bubble.hidden = !text;
+    turn.bubble.classList.toggle("bubble--streaming", !!streaming);
+  }
+
+  function addNote(turn, text, kind) {
+    var note = el("p", "message__note message__note--" + kind, text);
+    turn.item.appendChild(note);
+  }
+
+  function addNotice(text, isError) {
+    var item = el("li", "notice" + (isError ? " notice--error" : ""));
+    item.setAttribute("role", isError ? "alert" : "note");
+    item.appendChild(icon(isError ? "alert" : "other"));
+    item.appendChild(el("span", null, text));
+    ui.list.appendChild(item);
+    showEmptyState();
+    scrollToEnd(true);
+    return item;
+  }
+
+  // ---- tool cards ----------------------------------------------------------------------------
+
+  function pretty(value) {
+    if (value == null || value === "") return "";
+    if (typeof value === "string") return value;
+    try { return JSON.stringify(value, null, 2); } catch (e) { return String(value); }
+  }
+
+  var cardSerial = 0;
+
+  function buildCard(data) {
+    var card = el("li", "tool");
+    var head = el("button", "tool__head");
+    head.type = "button";
+    head.setAttribute("aria-expanded", "false");
+    var bodyId = "tool-body-" + (++cardSerial);
+    head.setAttribute("aria-controls", bodyId);
+    var iconBox = el("span", "tool__icon");
+    var kindIcon = icon("other");
+    iconBox.appendChild(kindIcon);
+    var text = el("span", "tool__text");
+    var titleRow = el("span", "tool__title");
+    var label = el("span", "tool__label");
+    var name = el("span", "tool__name");
+    titleRow.appendChild(label);
+    titleRow.appendChild(name);
+    var subtitle = el("span", "tool__subtitle");
+    text.appendChild(titleRow);
+    text.appendChild(subtitle);
+    var stateBox = el("span", "tool__state");
+    var chevron = icon("chevron");
+    chevron.classList.add("tool__chevron");
+    head.appendChild(iconBox);
+    head.appendChild(text);
+    head.appendChild(stateBox);
+    head.appendChild(chevron);
+    var body = el("div", "tool__body");
+    body.id = bodyId;
+    body.hidden = true;
+    var inputTitle = el("h4", "tool__section-title", "Input");
+    var inputPre = el("pre", "tool__input");
+    var resultTitle = el("h4", "tool__section-title", "Result");
+    var resultPre = el("pre", "tool__result");
+    body.appendChild(inputTitle);
+    body.appendChild(inputPre);
+    body.appendChild(resultTitle);
+    body.appendChild(resultPre);
+    head.addEventListener("click", function () {
+      var open = head.getAttribute("aria-expanded") !== "true";
+      head.setAttribute("aria-expanded", open ? "true" : "false");
+      body.hidden = !open;
+    });
+    card.appendChild(head);
+    card.appendChild(body);
+    card._parts = {
+      kindIcon: kindIcon, label: label, name: name, subtitle: subtitle, stateBox: stateBox,
+      inputTitle: inputTitle, inputPre: inputPre, resultTitle: resultTitle, resultPre: resultPre
+    };
+    return card;
+  }
+
+  function fillCard(card, data) {
+    var parts = card._parts;
+    var kind = KINDS.hasOwnProperty(data.kind) ? data.kind : (card.dataset.kind || "other");
+    card.dataset.kind = kind;
+    if (data.id != null) card.dataset.callId = String(data.id);
+    parts.kindIcon.className = "icon icon--" + kind;
+    parts.label.textContent = KINDS[kind];
+    var title = data.title || data.name || card._title || "Tool";
+    card._title = title;
+    parts.name.textContent = title;
+    var subtitle = data.subtitle || card._subtitle || "";
+    card._subtitle = subtitle;
+    parts.subtitle.textContent = subtitle && subtitle !== title ? subtitle : "";
+    parts.subtitle.hidden = !parts.subtitle.textContent;
+    if (data.input !== undefined && data.input !== null) parts.inputPre.textContent = pretty(data.input);
+    parts.inputTitle.hidden = parts.inputPre.hidden = !parts.inputPre.textContent;
+
+    var finished = data.phase === "end" ||
+      (data.phase === undefined && (data.result !== undefined && data.result !== null));
+    var cardState = finished ? (data.is_error ? "error" : "done") : (card.dataset.state || "running");
+    if (finished) {
+      parts.resultPre.textContent = pretty(data.result) || (data.is_error ? "(failed)" : "(no output)");
+    }
+    parts.resultTitle.hidden = parts.resultPre.hidden = !parts.resultPre.textContent;
+    card.dataset.state = cardState;
+    parts.stateBox.replaceChildren();
+    if (cardState === "running") {
+      var spinner = el("span", "spinner");
+      spinner.setAttribute("aria-hidden", "true");
+      parts.stateBox.appendChild(spinner);
+      parts.stateBox.appendChild(el("span", null, "Running"));
+    } else if (cardState === "error") {
+      parts.stateBox.appendChild(icon("alert"));
+      parts.stateBox.appendChild(el("span", null, "Failed"));
+    } else {
+      parts.stateBox.appendChild(icon("check"));
+      parts.stateBox.appendChild(el("span", null, "Done"));
+    }
+  }
+
+  function upsertCard(turn, data) {
+    var key = data.id != null ? String(data.id) : null;
+    var card = key && state.cards[key];
+    if (!card) {
+      card = buildCard(data);
+      turn.tools.appendChild(card);
+      turn.tools.hidden = false;
+      if (key) state.cards[key] = card;
+    }
+    fillCard(card, data);
+    return card;
+  }
+
+  // ---- history -------------------------------------------------------------------------------
+
+  function renderHistory(messages) {
+    ui.list.replaceChildren();
+    state.cards = {};
+    state.turn = null;
+    (messages || []).forEach(function (message) {
+      if (message.role === "user") {
+        addUserMessage(message.text || "", message.files || []);
+        return;
+      }
+      var turn = newTurn(message.agent || null);
+      (message.tools || []).forEach(function (tool) { upsertCard(turn, tool); });
+      setReplyText(turn, message.text || "", false);
+      (message.files || []).forEach(function (f) { turn.files.appendChild(fileChip(f)); });
+      turn.files.hidden = !turn.files.children.length;
+      if (message.status === "stopped") addNote(turn, "Stopped", "stopped");
+      else if (message.status === "error") addNote(turn, "The run ended with an error", "error");
+    });
+    showEmptyState();
+    scrollToEnd(true);
+  }
+
+  function loadHistory() {
+    var session = state.session;
+    return api("GET", "/api/sessions/" + encodeURIComponent(session) + "/history")
+      .then(function (data) {
+        if (session !== state.session) return;
+        renderHistory(data && data.messages);
+      })
+      .catch(function (error) {
+        if (session !== state.session) return;
+        if (error.status === 404) {
+          renderHistory([]);
+          return;
+        }
+        showBanner("Could not load this conversation: " + error.message, "Retry", loadHistory);
+      });
+  }
+
+  // ---- sessions ------------------------------------------------------------------------------
+
+  function renderSessions(list) {
+    state.sessionsLoaded = list || [];
+    ui.sessions.replaceChildren();
+    state.sessionsLoaded.forEach(function (session) {
+      var item = el("li");
+      var link = el("a", "session");
+      link.href = "#s=" + encodeURIComponent(session.id) +
+        (state.agent ? "&agent=" + encodeURIComponent(state.agent) : "");
+      link.dataset.session = session.id;
+      if (session.id === state.session) link.setAttribute("aria-current", "page");
+      link.appendChild(el("span", "session__title", session.title || "New conversation"));
+      var time = relativeTime(session.updated);
+      if (time) link.appendChild(el("span", "session__time", time));
+      link.addEventListener("click", function (event) {
+        event.preventDefault();
+        openSession(session.id);
+        closeSidebar();
+      });
+      item.appendChild(link);
+      ui.sessions.appendChild(item);
+    });
+    ui.sessionsEmpty.hidden = state.sessionsLoaded.length > 0;
+    updateTitle();
+  }
+
+  function updateTitle() {
+    var current = state.sessionsLoaded.filter(function (s) { return s.id === state.session; })[0];
+    var title = (current && current.title) || "New conversation";
+    ui.title.textContent = title;
+    document.title = title + " · Iris";
+  }
+
+  function loadSessions() {
+    return api("GET", "/api/sessions").then(renderSessions).catch(function () {
+      /* the list is a convenience; the open conversation keeps working */
+    });
+  }
+
+  function newSession() {
+    return api("POST", "/api/sessions", {}).then(function (data) {
+      return openSession(data.id).then(loadSessions);
+    }).catch(function (error) {
+      showBanner("Could not start a new conversation: " + error.message);
+    });
+  }
+
+  function openSession(id) {
+    if (id === state.session && state.socket) return Promise.resolve();
+    state.session = id;
+    writeHash();
+    hideBanner();
+    clearUploads();
+    Array.prototype.forEach.call(ui.sessions.querySelectorAll(".session"), function (link) {
+      if (link.dataset.session === id) link.setAttribute("aria-current", "page");
+      else link.removeAttribute("aria-current");
+    });
+    updateTitle();
+    ui.list.replaceChildren();
+    setRunning(false);
+    var loaded = loadHistory();
+    connect();
+    return loaded;
+  }
+
+  // ---- agents --------------------------------------------------------------------------------
+
+  function renderAgents() {
+    var select = ui.agent;
+    select.replaceChildren();
+    var iris = el("option", null, "Iris");
+    iris.value = "";
+    select.appendChild(iris);
+    var names = state.agents.map(function (a) { return a.name; });
+    if (state.agent && names.indexOf(state.agent) < 0) names.push(state.agent); // from the URL
+    if (names.length) {
+      var group = el("optgroup");
+      group.label = "Sub-agents";
+      names.forEach(function (name) {
+        var option = el("option", null, name);
+        option.value = name;
+        group.appendChild(option);
+      });
+      select.appendChild(group);
+    }
+    select.value = state.agent;
+    select.parentNode.dataset.agent = state.agent ? "sub" : "iris";
+  }
+
+  function loadAgents() {
+    return api("GET", "/api/agents").then(function (agents) {
+      state.agents = Array.isArray(agents) ? agents : [];
+      renderAgents();
+    }).catch(function () {
+      renderAgents();
+    });
+  }
+
+  function chooseAgent(name) {
+    if (name === state.agent) return;
+    state.agent = name;
+    renderAgents();
+    writeHash();
+    renderSessions(state.sessionsLoaded);
+    showEmptyState();
+    connect();
+  }
+
+  // ---- the WebSocket -------------------------------------------------------------------------
+
+  function socketUrl() {
+    var scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
+    var url = scheme + "//" + window.location.host + "/ws?session=" + encodeURIComponent(state.session);
+    if (state.agent) url += "&agent=" + encodeURIComponent(state.agent);
+    return url;
+  }
+
+  function disconnect() {
+    if (state.retryTimer) clearTimeout(state.retryTimer);
+    state.retryTimer = null;
+    if (state.socket) {
+      var old = state.socket;
+      state.socket = null;
+      old.onopen = old.onmessage = old.onclose = old.onerror = null;
+      try { old.close(1000, "switching"); } catch (e) { /* already closed */ }
+    }
+    state.ready = false;
+    updateComposer();
+  }
+
+  function connect() {
+    disconnect();
+    if (!state.session) return;
+    var serial = ++state.socketSerial;
+    state.refused = null;
+    state.ready = false;
+    setConnection("connecting", state.backoff ? "Reconnecting…" : "Connecting…");
+    var socket;
+    try {
+      socket = new WebSocket(socketUrl());
+    } catch (e) {
+      scheduleReconnect();
+      return;
+    }
+    state.socket = socket;
+    socket.onmessage = function (event) {
+      if (serial !== state.socketSerial) return;
+      var frame;
+      try { frame = JSON.parse(event.data); } catch (e) { return; }
+      if (frame && typeof frame.type === "string") handleFrame(frame);
+    };
+    socket.onclose = function () {
+      if (serial !== state.socketSerial) return;
+      var wasReady = state.ready;
+      state.socket = null;
+      state.ready = false;
+      setRunning(false);
+      updateComposer();
+      if (!wasReady) {
+        // Refused before the upgrade: maybe the sign-in expired (the API then says 401 and
+        // api() goes to the login page); otherwise the server is down, keep trying.
+        api("GET", "/api/sessions").catch(function () { /* handled in api() */ });
+      }
+      scheduleReconnect();
+    };
+  }
+
+  function scheduleReconnect() {
+    state.backoff = state.backoff ? Math.min(state.backoff * 2, MAX_BACKOFF_MS) : 500;
+    var delay = Math.round(state.backoff * (0.8 + Math.random() * 0.4));
+    var seconds = Math.max(1, Math.round(delay / 1000));
+    setConnection("closed", "Connection lost, reconnecting in " + seconds + " s…");
+    showBanner("Connection to Iris lost. Reconnecting automatically…", "Retry now", function () {
+      state.backoff = 0;
+      connect();
+    });
+    if (state.retryTimer) clearTimeout(state.retryTimer);
+    state.retryTimer = setTimeout(connect, delay);
+  }
+
+  function handleFrame(frame) {
+    switch (frame.type) {
+      case "ready": return onReady(frame);
+      case "user": return onUser(frame);
+      case "status": return onStatus(frame);
+      case "reply": return onReply(frame);
+      case "tool": return onTool(frame);
+      case "file": return onFile(frame);
+      case "queued": return onQueued(frame);
+      case "error": return onError(frame);
+      default: return undefined;
+    }
+  }
+
+  function onReady(frame) {
+    var reconnected = state.everReady;
+    state.ready = true;
+    state.everReady = true;
+    state.backoff = 0;
+    hideBanner();
+    if (state.agent) setConnection("agent", "Connected · talking to " + state.agent);
+    else setConnection("open", "Connected");
+    updateComposer();
+    // Frames sent while we were away are in the durable log: resync from it.
+    if (reconnected) loadHistory();
+    return frame;
+  }
+
+  function onUser(frame) {
+    state.turn = null;
+    addUserMessage(frame.text || "", frame.files || []);
+    setRunning(true);
+    setStatus("Working…");
+    updateComposer();
+    // The first message names the conversation: refresh the list.
+    loadSessions();
+  }
+
+  function onStatus(frame) {
+    setRunning(true);
+    setStatus(frame.text || "Working…");
+  }
+
+  function onReply(frame) {
+    var turn = currentTurn();
+    if (!frame.final) {
+      setRunning(true);
+      setReplyText(turn, frame.text || "", true);
+      scrollToEnd(false);
+      return;
+    }
+    setReplyText(turn, frame.text || "", false);
+    if (frame.status === "stopped") addNote(turn, "Stopped", "stopped");
+    else if (frame.status === "error") addNote(turn, "The run ended with an error", "error");
+    state.turn = null;
+    setRunning(false);
+    updateComposer();
+    scrollToEnd(false);
+  }
+
+  function onTool(frame) {
+    setRunning(true);
+    var turn = currentTurn();
+    upsertCard(turn, frame);
+    if (frame.phase !== "end") setStatus((KINDS[frame.kind] || "Tool") + ": " + (frame.title || frame.name || ""));
+    scrollToEnd(false);
+  }
+
+  function onFile(frame) {
+    var turn = currentTurn();
+    turn.files.appendChild(fileChip(frame));
+    turn.files.hidden = false;
+    scrollToEnd(false);
+  }
+
+  function onQueued(frame) {
+    setRunning(true);
+    setStatus("Queued behind the current run (position " + (frame.position || 1) + ")");
+  }
+
+  function onError(frame) {
+    var code = frame.code || "error";
+    var message = frame.message || "Something went wrong.";
+    if (code === "unknown_agent") {
+      state.refused = code;
+      showBanner("No sub-agent named “" + state.agent + "” is registered. Choose another agent.",
+        "Talk to Iris", function () { chooseAgent(""); });
+      setConnection("closed", "Unknown agent");
+    } else if (code === "upload_too_large" || code === "too_large") {
+      addNotice(message, true);
+    } else {
+      addNotice(message, true);
+    }
+    if (state.turn && code !== "queue_full") state.turn = null;
+    setRunning(false);
+    updateComposer();
+  }
+
+  // ---- uploads -------------------------------------------------------------------------------
+
+  function renderUpload(upload) {
+    var chip = upload.chip;
+    chip.replaceChildren();
+    chip.className = "chip" + (upload.state === "error" ? " chip--error" :
+      upload.state === "uploading" ? " chip--uploading" : "");
+    if (upload.state === "uploading") {
+      var spinner = el("span", "spinner");
+      spinner.setAttribute("aria-hidden", "true");
+      chip.appendChild(spinner);
+    } else {
+      chip.appendChild(icon(upload.state === "error" ? "alert" : "file"));
+    }
+    var label = upload.state === "error" ? upload.file.name + ": " + upload.error : upload.file.name;
+    chip.appendChild(el("span", "chip__name", label));
+    chip.title = label;
+    var remove = el("button", "chip__remove");
+    remove.type = "button";
+    remove.setAttribute("aria-label", "Remove " + upload.file.name);
+    remove.appendChild(icon("close"));
+    remove.addEventListener("click", function () {
+      state.uploads = state.uploads.filter(function (u) { return u !== upload; });
+      upload.item.remove();
+      updateComposer();
+      ui.input.focus();
+    });
+    chip.appendChild(remove);
+  }
+
+  function startUpload(file) {
+    var upload = { file: file, state: "uploading", path: null, error: null };
+    upload.item = el("li");
+    upload.chip = el("span", "chip");
+    upload.item.appendChild(upload.chip);
+    ui.pending.appendChild(upload.item);
+    state.uploads.push(upload);
+    renderUpload(upload);
+    updateComposer();
+    var form = new FormData();
+    form.append("file", file, file.name);
+    var session = state.session;
+    api("POST", "/api/sessions/" + encodeURIComponent(session) + "/uploads", form)
+      .then(function (data) {
+        upload.state = "done";
+        upload.path = data.path;
+        upload.url = data.url;
+      })
+      .catch(function (error) {
+        upload.state = "error";
+        upload.error = error.status === 413 ? "too large" : error.message;
+        addNotice("Upload refused: " + file.name + " (" + error.message + ")", true);
+      })
+      .then(function () {
+        if (session !== state.session) return;
+        renderUpload(upload);
+        updateComposer();
+      });
+  }
+
+  function clearUploads() {
+    state.uploads = [];
+    ui.pending.replaceChildren();
+  }
+
+  // ---- composing -----------------------------------------------------------------------------
+
+  function autoGrow() {
+    ui.input.style.height = "auto";
+    ui.input.style.height = Math.min(ui.input.scrollHeight, 240) + "px";
+  }
+
+  function sendMessage() {
+    var text = ui.input.value.trim();
+    var files = state.uploads.filter(function (u) { return u.state === "done"; })
+      .map(function (u) { return u.path; });
+    if (!text && !files.length) return;
+    if (!state.ready || !state.socket || state.refused) return;
+    if (state.uploads.some(function (u) { return u.state === "uploading"; })) return;
+    if (new Blob([text]).size > 32 * 1024) {
+      addNotice("This message is too long (over 32 KiB). Attach it as a file instead.", true);
+      return;
+    }
+    state.socket.send(JSON.stringify({ type: "message", text: text, files: files }));
+    ui.input.value = "";
+    autoGrow();
+    clearUploads();
+    updateComposer();
+  }
+
+  function stopRun() {
+    if (state.socket && state.ready && state.running) {
+      state.socket.send(JSON.stringify({ type: "stop" }));
+      setStatus("Stopping…");
+    }
+  }
+
+  // ---- the sidebar drawer (narrow screens) ---------------------------------------------------
+
+  function openSidebar() {
+    ui.app.dataset.sidebar = "open";
+    ui.menu.setAttribute("aria-expanded", "true");
+    ui.scrim.hidden = false;
+    var first = ui.sidebar.querySelector("button, a");
+    if (first) first.focus();
+  }
+
+  function closeSidebar() {
+    if (ui.app.dataset.sidebar !== "open") return;
+    ui.app.dataset.sidebar = "closed";
+    ui.menu.setAttribute("aria-expanded", "false");
+    ui.scrim.hidden = true;
+  }
+
+  // ---- wiring --------------------------------------------------------------------------------
+
+  ui.composer.addEventListener("submit", function (event) {
+    event.preventDefault();
+    sendMessage();
+  });
+  ui.input.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      sendMessage();
+    }
+  });
+  ui.input.addEventListener("input", autoGrow);
+  ui.stop.addEventListener("click", stopRun);
+  ui.attach.addEventListener("click", function () { ui.fileInput.click(); });
+  ui.fileInput.addEventListener("change", function () {
+    Array.prototype.forEach.call(ui.fileInput.files, startUpload);
+    ui.fileInput.value = "";
+    ui.input.focus();
+  });
+  ui.agent.addEventListener("change", function () { chooseAgent(ui.agent.value); });
+  ui.newChat.addEventListener("click", function () {
+    closeSidebar();
+    newSession().then(function () { ui.input.focus(); });
+  });
+  ui.menu.addEventListener("click", function () {
+    if (ui.app.dataset.sidebar === "open") closeSidebar();
+    else openSidebar();
+  });
+  ui.scrim.addEventListener("click", closeSidebar);
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Escape" && ui.app.dataset.sidebar === "open") {
+      closeSidebar();
+      ui.menu.focus();
+    }
+  });
+  window.addEventListener("hashchange", function () {
+    var wanted = readHash();
+    if (wanted.agent !== state.agent) {
+      state.agent = wanted.agent;
+      renderAgents();
+      if (wanted.session === state.session) connect();
+    }
+    if (wanted.session && wanted.session !== state.session) openSession(wanted.session);
+  });
+  // Keep the relative times in the list fresh.
+  setInterval(function () { renderSessions(state.sessionsLoaded); }, 60000);
+
+  function start() {
+    var wanted = readHash();
+    state.agent = wanted.agent;
+    renderAgents();
+    showEmptyState();
+    updateComposer();
+    loadAgents();
+    api("GET", "/api/sessions").then(function (list) {
+      renderSessions(list);
+      if (wanted.session) return openSession(wanted.session);
+      if (list && list.length) return openSession(list[0].id);
+      return newSession();
+    }).catch(function (error) {
+      if (error.message !== "signed out") showBanner("Could not reach Iris: " + error.message, "Retry", start);
+    });
+  }
+
+  start();
+})();
