@@ -142,4 +142,17 @@ def serve(agent_name: str | None, bridge_port: int | None) -> None:
         f"(data {settings.data_dir}; API token in {source})",
         err=True,
     )
+    _announce_webui(settings)
     IrisServer(settings).run()
+
+
+def _announce_webui(settings: Settings) -> None:
+    """Print the Web UI's one-time login link on stderr. The Web UI plugin makes the key here, in
+    the master, before the worker forks, and stores only its digest; the key itself is never
+    logged, nor put in the environment or on a command line."""
+    if not settings.webui_port:
+        return
+    issue = getattr(plugin_host(settings).module("webui"), "issue_login_link", None)
+    line = issue(settings) if callable(issue) else None
+    if isinstance(line, str):
+        click.echo(line, err=True)

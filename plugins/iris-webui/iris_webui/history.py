@@ -1,0 +1,167 @@
+"""Conversations as the browser sees them, rebuilt from each channel's ``log.jsonl``.
+
+The log is the engine's: user messages (logged when their run starts), replies (when it ends),
+and markers. This transport adds ``webui_tool`` (a finished tool card), ``webui_file`` (a file
+the agent attached) and ``webui_post`` (a message posted to the channel from outside a run, e.g.
+an escalation); they belong to the reply that follows them. Nothing else is kept: reloading a
+page shows exactly what the log holds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from iris_runtime.engine.sessions import LOG_NAME, SessionStore
+from iris_webui.profile import CHANNEL_PREFIX
+from iris_webui.uploads import attachment_name, file_url, session_of
+
+log = logging.getLogger(__name__)
+
+TITLE_MAX_CHARS = 60
+MAX_SESSIONS = 200
+
+
+def title_of(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_MAX_CHARS else line[: TITLE_MAX_CHARS - 1] + "…"
+
+
+def _first_user_text(path: Path) -> str:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for raw in handle:
+                try:
+                    entry = json.loads(raw)
+                except ValueError:
+                    continue
+                if (
+                    isinstance(entry, dict)
+                    and entry.get("type") == "message"
+                    and entry.get("role") == "user"
+                    and isinstance(entry.get("text"), str)
+                ):
+                    return str(entry["text"])
+    except OSError:
+        pass
+    return ""
+
+
+def list_sessions(data_dir: Path) -> list[dict[str, Any]]:
+    """Every browser conversation, newest first: ``{"id", "title", "updated"}``."""
+    found: list[dict[str, Any]] = []
+    try:
+        folders = [p for p in data_dir.iterdir() if p.name.startswith(CHANNEL_PREFIX)]
+    except OSError:
+        return []
+    for folder in folders:
+        session = session_of(folder.name)
+        if session is None or not folder.is_dir():
+            continue
+        log_path = folder / LOG_NAME
+        try:
+            updated = (log_path if log_path.exists() else folder).stat().st_mtime
+        except OSError:
+            continue
+        found.append(
+            {"id": session, "title": title_of(_first_user_text(log_path)), "updated": updated}
+        )
+    found.sort(key=lambda s: s["updated"], reverse=True)
+    return found[:MAX_SESSIONS]
+
+
+def _files_of(channel: str, entry: dict[str, Any]) -> list[dict[str, str]]:
+    out = []
+    for local in entry.get("attachments") or []:
+        if not isinstance(local, str):
+            continue
+        owner, _, relative = local.partition("/")
+        if owner == channel and relative:
+            out.append(
+                {
+                    "name": attachment_name(relative.rsplit("/", 1)[-1]),
+                    "url": file_url(channel, relative),
+                }
+            )
+    return out
+
+
+def conversation(sessions: SessionStore, channel: str) -> list[dict[str, Any]]:
+    """``[{"role","text","ts","tools","files"}]`` in order (plus ``"status"`` on replies)."""
+    messages: list[dict[str, Any]] = []
+    tools: list[dict[str, Any]] = []
+    files: list[dict[str, str]] = []
+    posts: dict[str, dict[str, Any]] = {}
+    for entry in sessions.entries(channel):
+        kind = entry.get("type")
+        ts = entry.get("ts")
+        if kind == "webui_tool" and isinstance(entry.get("card"), dict):
+            tools.append(entry["card"])
+        elif kind == "webui_file" and isinstance(entry.get("path"), str):
+            files.append(
+                {"name": str(entry.get("name") or ""), "url": file_url(channel, entry["path"])}
+            )
+        elif kind == "webui_post" and isinstance(entry.get("text"), str):
+            post_id = str(entry.get("id") or "")
+            if post_id in posts:  # an update: the message changes in place
+                posts[post_id]["text"] = entry["text"]
+                continue
+            message = {
+                "role": "assistant",
+                "text": entry["text"],
+                "ts": ts,
+                "tools": [],
+                "files": [],
+                "id": post_id,
+            }
+            posts[post_id] = message
+            messages.append(message)
+        elif kind == "message" and entry.get("role") in {"user", "assistant"}:
+            text = entry.get("text") if isinstance(entry.get("text"), str) else ""
+            if entry["role"] == "user":
+                messages.append(
+                    {
+                        "role": "user",
+                        "text": text,
+                        "ts": ts,
+                        "tools": [],
+                        "files": _files_of(channel, entry),
+                    }
+                )
+                continue
+            if not text and not tools and not files:
+                continue  # a silent reply
+            messages.append(
+                {
+                    "role": "assistant",
+                    "text": text,
+                    "ts": ts,
+                    "tools": tools,
+                    "files": files,
+                    "status": _status(entry.get("status")),
+                    **({"agent": entry["agent"]} if isinstance(entry.get("agent"), str) else {}),
+                }
+            )
+            tools, files = [], []
+    if tools or files:  # a run still going (or cut off): show what it did so far
+        messages.append(
+            {
+                "role": "assistant",
+                "text": "",
+                "ts": None,
+                "tools": tools,
+                "files": files,
+                "status": "running",
+            }
+        )
+    return messages
+
+
+def _status(status: object) -> str:
+    if status == "done":
+        return "completed"
+    if status == "stopped":
+        return "stopped"
+    return "error"

@@ -1,0 +1,75 @@
+"""Registers the Web UI: its transport (only when ``IRIS_WEBUI_PORT`` is set), its pages on the
+``webui`` surface, and the ``?agent=`` router. Without the port the plugin serves nothing and
+registers no transport.
+
+``issue_login_link`` is called by ``iris serve`` (the gunicorn master) before it forks: it makes
+the one-time login key and returns the line to print.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from iris_runtime import hookimpl
+from iris_runtime.config import Settings
+from iris_runtime.engine.core import Engine
+
+TRANSPORT_ID = "webui"
+
+
+@hookimpl
+def register_transports(register: Callable[..., None], settings: Settings) -> None:
+    if not settings.webui_port:
+        return
+    from iris_webui.config import WebConfig  # only paid for when configured
+
+    config = WebConfig.from_settings(settings)
+    assert config is not None
+
+    def build(engine: Engine) -> object:
+        from iris_webui.transport import WebTransport
+
+        return WebTransport(engine, config)
+
+    # Not a fallback: consulted before the bridge, so WEBUI-* channels resolve to us.
+    register(build)
+
+
+@hookimpl
+def register_blueprints(register: Callable[..., None]) -> None:
+    from iris_webui.routes import blueprint
+
+    register(blueprint, surface="webui")
+
+
+@hookimpl
+def engine_started(engine: Engine) -> None:
+    transport = next((t for t in engine.transports.all() if t.transport_id == TRANSPORT_ID), None)
+    if transport is None:
+        return
+    from iris_runtime.agents.registry import registry_for
+    from iris_runtime.bridge.routing import AgentMentionRouter
+    from iris_webui.routing import PinnedAgentRouter
+    from iris_webui.transport import WebTransport
+
+    assert isinstance(transport, WebTransport)
+    registry = registry_for(engine.settings)
+    mentions = AgentMentionRouter(engine.settings, registry, engine.sessions)
+    engine.add_router(PinnedAgentRouter(transport, registry, mentions))
+
+
+def issue_login_link(settings: Settings) -> str | None:
+    """The "Web UI: <link>" line ``iris serve`` prints, with a fresh one-time key (only its
+    digest is stored); None when the Web UI is off."""
+    if not settings.webui_port:
+        return None
+    from iris_webui.auth import issue_login_key
+
+    key = issue_login_key(settings.data_dir)
+    host = settings.api_host
+    if host in {"0.0.0.0", "::", ""}:
+        host = "127.0.0.1"
+    elif ":" in host:
+        host = f"[{host}]"
+    # One line in exactly this shape: people and tests look for "Web UI: <url>".
+    return f"Web UI: http://{host}:{settings.webui_port}/login?key={key}"

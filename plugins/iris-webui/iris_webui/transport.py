@@ -1,0 +1,273 @@
+"""WebTransport: Iris in the browser, one ``WEBUI-<id>`` channel per conversation.
+
+Messages arrive on a conversation's WebSocket (see ``routes``) and are handed to the engine like
+any transport's (``engine.submit``: one run per channel, five waiting); Stop goes to
+``engine.handle_stop``. Everything a run produces is broadcast to every socket open on the
+channel, so two tabs on one conversation both follow it. The final reply is sent when the run's
+ticket resolves, with the run's status.
+
+A socket opened with ``?agent=NAME`` pins its messages to that sub-agent: the
+:class:`~iris_webui.routing.PinnedAgentRouter` answers them through the bridge, and Iris's own
+model is never called.
+
+The transport is registered like any other (not as a fallback), so it is consulted before the
+headless bridge: a channel-addressed API event or a scheduled event for a ``WEBUI-*`` channel
+reaches the browser.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+import uuid
+from typing import Any
+
+from iris_runtime.engine.core import Engine
+from iris_runtime.engine.runs import RunResult, RunTicket
+from iris_runtime.engine.transport import (
+    Attachment,
+    ChannelInfo,
+    ChannelState,
+    TransportEvent,
+    UserInfo,
+)
+from iris_runtime.errors import InvalidInput, NotFound, QueueFull
+from iris_webui.auth import LoginSessions, PasswordGate
+from iris_webui.config import WebConfig
+from iris_webui.context import WebContext
+from iris_webui.history import list_sessions
+from iris_webui.hub import Client, Hub
+from iris_webui.profile import TRANSPORT_ID, WEBUI_PROFILE
+from iris_webui.uploads import ATTACHMENTS_DIR, attachment_name, channel_of, session_of
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_WATCH = "webui:shutdown"  # an observer key no channel can have (':' is not allowed)
+USER = "webui"
+STATUSES = {"done": "completed", "stopped": "stopped"}
+_POST_ID = "post-"
+
+
+class WebTransport:
+    transport_id = TRANSPORT_ID
+    prompt_profile = WEBUI_PROFILE
+    stop_command_hint = "the Stop button"
+
+    def __init__(self, engine: Engine, config: WebConfig) -> None:
+        self.engine = engine
+        self.config = config
+        self.hub = Hub()
+        self.logins = LoginSessions(config.data_dir)
+        self.password = PasswordGate(config.password)
+        self._lock = threading.Lock()
+        self._pinned: dict[tuple[str, str], str] = {}  # (channel, ts) -> the agent it goes to
+        self._queued: dict[str, set[str]] = {}  # channel -> ts of messages waiting for a run
+        self._channel_locks: dict[str, threading.Lock] = {}
+        self._ts = itertools.count()
+        self._watch: int | None = None
+
+    def __repr__(self) -> str:
+        return f"WebTransport(port={self.config.port})"
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        # The engine tells its watchers when shutdown begins (on SIGTERM, before gunicorn waits
+        # for open connections): our sockets are closed then, instead of holding the worker up
+        # for its whole grace period.
+        self._watch = self.engine.observers.register(SHUTDOWN_WATCH, self._watcher)
+
+    def _watcher(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "closed":
+            self.hub.close_all()
+
+    def stop(self) -> None:
+        self.hub.close_all()
+
+    # -- the contract ---------------------------------------------------------------------------
+
+    def owns_channel(self, channel_id: str) -> bool:
+        return session_of(channel_id) is not None
+
+    def channels(self) -> list[ChannelInfo]:
+        return [
+            ChannelInfo(channel_of(s["id"]), s["title"] or "(new conversation)")
+            for s in list_sessions(self.config.data_dir)
+        ]
+
+    def users(self) -> list[UserInfo]:
+        return []  # one person, the operator: nobody to list
+
+    def post_message(self, channel_id: str, text: str) -> str:
+        """A message from outside a run (an escalation, say): shown and kept in the history."""
+        self._check(channel_id)
+        message_id = _POST_ID + uuid.uuid4().hex[:16]
+        self.engine.sessions.append_marker(channel_id, "webui_post", id=message_id, text=text)
+        self.hub.broadcast(channel_id, {"type": "post", "id": message_id, "text": text})
+        return message_id
+
+    def update_message(self, channel_id: str, message_id: str, text: str) -> None:
+        self._check(channel_id)
+        if not message_id.startswith(_POST_ID) or len(message_id) > 64:
+            raise InvalidInput(
+                f"{message_id[:40]!r} is not a Web UI message id", code="invalid_message_id"
+            )
+        self.engine.sessions.append_marker(channel_id, "webui_post", id=message_id, text=text)
+        self.hub.broadcast(channel_id, {"type": "post", "id": message_id, "text": text})
+
+    def enqueue_event(self, event: TransportEvent) -> bool:
+        """A synthetic event (API, scheduled) for a conversation; False when its queue is full.
+        Open sockets see it (a ``user`` frame marked ``event``) and its run like any other."""
+        self._check(event.channel)
+        with self._channel_lock(event.channel):
+            try:
+                ticket = self.engine.submit(self, event, is_event=True, lane="events")
+            except QueueFull as exc:
+                log.warning("refusing an event for %s: %s", event.channel, exc.message)
+                return False
+            self.hub.broadcast(
+                event.channel,
+                {"type": "user", "text": event.text, "files": [], "event": True},
+            )
+        self._follow(event.channel, ticket)
+        return True
+
+    def create_context(
+        self, event: TransportEvent, state: ChannelState, is_event: bool = False
+    ) -> WebContext:
+        channel = self._check(event.channel)
+        with self._lock:
+            waiting = self._queued.get(channel)
+            if waiting is not None:
+                waiting.discard(event.ts)
+                if not waiting:
+                    del self._queued[channel]
+        channels = self.channels()
+        name = next((c.name for c in channels if c.id == channel), None)
+        return WebContext(
+            self.hub.broadcast,
+            self.engine.sessions,
+            self.config.data_dir,
+            event,
+            is_event=is_event,
+            channel_name=name,
+            channels=channels,
+            users=[],
+            on_start=lambda: self._after_echo(channel),
+        )
+
+    # -- from the sockets -----------------------------------------------------------------------
+
+    def pinned_agent(self, channel: str, ts: str) -> str | None:
+        """The sub-agent a message was sent to with ``?agent=`` (asked once, by the router)."""
+        with self._lock:
+            return self._pinned.pop((channel, ts), None)
+
+    def submit_message(self, client: Client, text: str, files: list[str]) -> None:
+        channel = client.channel
+        attachments = tuple(self._attachment(channel, f) for f in files)
+        ts = f"{time.time():.6f}-{next(self._ts)}"  # unique: the pinned agent is keyed by it
+        event = TransportEvent(
+            channel=channel,
+            text=text,
+            user=USER,
+            user_name="Web UI",
+            ts=ts,
+            attachments=attachments,
+        )
+        echo = {
+            "type": "user",
+            "text": text,
+            "files": [{"name": a.name, "url": _url_of(a)} for a in attachments],
+        }
+        with self._channel_lock(channel):
+            if client.agent is not None:
+                with self._lock:
+                    self._pinned[(channel, ts)] = client.agent
+            will_wait = self.engine.is_running(channel)
+            try:
+                ticket = self.engine.submit(self, event)
+            except QueueFull:
+                with self._lock:
+                    self._pinned.pop((channel, ts), None)
+                client.send(
+                    {
+                        "type": "error",
+                        "code": "queue_full",
+                        "message": "Iris is busy here and 5 messages are already waiting; "
+                        "send it again once she has answered.",
+                    }
+                )
+                return
+            self.hub.broadcast(channel, echo)
+            if will_wait:
+                with self._lock:
+                    waiting = self._queued.setdefault(channel, set())
+                    waiting.add(ts)
+                    position = len(waiting)
+                self.hub.broadcast(channel, {"type": "queued", "position": position})
+        self._follow(channel, ticket)
+
+    def stop_run(self, channel: str) -> bool:
+        return self.engine.handle_stop(channel)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _follow(self, channel: str, ticket: RunTicket) -> None:
+        ticket.add_done_callback(lambda result: self._finished(channel, result))
+
+    def _finished(self, channel: str, result: RunResult) -> None:
+        status = STATUSES.get(result.status, "error")
+        if result.error_code == "route_failed":
+            # The bridge's own words (the agent is down, refused, timed out): shown as an error.
+            self.hub.broadcast(
+                channel,
+                {"type": "error", "code": "agent_unreachable", "message": result.error or ""},
+            )
+        frame: dict[str, Any] = {"type": "reply", "text": result.text, "final": True}
+        frame["status"] = status
+        if result.agent:
+            frame["agent"] = result.agent
+        self.hub.broadcast(channel, frame)
+
+    def _attachment(self, channel: str, path: str) -> Attachment:
+        """An uploaded file named by the ``path`` the upload returned (``attachments/<name>``)."""
+        from iris_runtime.engine.channels import resolve_channel_path
+
+        folder, _, stored = path.partition("/")
+        if folder != ATTACHMENTS_DIR or not stored or "/" in stored:
+            raise InvalidInput(f"unknown upload {path[:80]!r}", code="unknown_attachment")
+        try:
+            full = resolve_channel_path(self.config.data_dir, channel, folder, stored)
+        except InvalidInput:
+            raise InvalidInput(f"unknown upload {path[:80]!r}", code="unknown_attachment") from None
+        if not full.is_file():
+            raise InvalidInput(f"unknown upload {path[:80]!r}", code="unknown_attachment")
+        return Attachment(local=f"{channel}/{folder}/{stored}", name=attachment_name(stored))
+
+    def _channel_lock(self, channel: str) -> threading.Lock:
+        with self._lock:
+            return self._channel_locks.setdefault(channel, threading.Lock())
+
+    def _after_echo(self, channel: str) -> None:
+        """Wait until the message that started this run has been echoed (its sender holds the
+        channel's lock from ``submit`` to the echo), so no tab sees a reply before its question."""
+        with self._channel_lock(channel):
+            pass
+
+    @staticmethod
+    def _check(channel: str) -> str:
+        if session_of(channel) is None:
+            raise NotFound(
+                f"{channel[:80]!r} is not a Web UI channel (WEBUI-<id>)", code="no_transport"
+            )
+        return channel
+
+
+def _url_of(attachment: Attachment) -> str:
+    from iris_webui.uploads import file_url
+
+    channel, _, relative = attachment.local.partition("/")
+    return file_url(channel, relative)

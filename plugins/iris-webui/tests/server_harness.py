@@ -1,0 +1,227 @@
+"""Helpers for the Web UI server tests: a real ``iris serve`` with the Web UI on, logged in
+through the one-time link it printed, and a real WebSocket client (``websocket-client``).
+
+Frames are read until the one a test waits for arrives (with a generous deadline for slow
+machines); nothing asserts on timing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import websocket
+
+from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
+
+LOGIN_LINK = re.compile(r"Web UI: (http://\S+/login\?key=(\S+))")
+DEADLINE = 30.0  # seconds for an awaited frame to arrive: a bound on a hang, not a timing
+
+Frame = dict[str, Any]
+
+
+class Socket:
+    """One browser-style WebSocket: JSON frames in and out, and every frame seen so far."""
+
+    def __init__(self, ws: websocket.WebSocket) -> None:
+        self.ws = ws
+        self.frames: list[Frame] = []
+
+    def send(self, frame: Frame) -> None:
+        self.ws.send(json.dumps(frame))
+
+    def recv(self, timeout: float = DEADLINE) -> Frame:
+        self.ws.settimeout(timeout)
+        raw = self.ws.recv()
+        frame: Frame = json.loads(raw)
+        self.frames.append(frame)
+        return frame
+
+    def until(self, done: Callable[[Frame], bool], timeout: float = DEADLINE) -> list[Frame]:
+        """Frames up to and including the first one ``done`` accepts."""
+        seen: list[Frame] = []
+        while True:
+            frame = self.recv(timeout)
+            seen.append(frame)
+            if done(frame):
+                return seen
+
+    def final(self, timeout: float = DEADLINE) -> list[Frame]:
+        return self.until(is_final, timeout)
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+def is_final(frame: Frame) -> bool:
+    return frame.get("type") == "reply" and frame.get("final") is True
+
+
+@dataclass
+class WebIris:
+    server: IrisServer
+    port: int
+    script: Path
+    calls: Path
+    sockets: list[Socket] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def origin(self) -> str:
+        return self.url
+
+    def rules(self, rules: list[dict[str, Any]]) -> None:
+        self.script.write_text(json.dumps({"rules": rules}))
+
+    def log_text(self) -> str:
+        assert self.server.log_path is not None
+        return self.server.log_path.read_text(errors="replace")
+
+    def login_key(self) -> str:
+        """The key of the last login link ``iris serve`` printed on stderr."""
+        found = LOGIN_LINK.findall(self.log_text())
+        assert found, self.server.log_tail()
+        link, key = found[-1]
+        assert link.startswith(f"{self.url}/login?key=")
+        return str(key)
+
+    def http(self) -> requests.Session:
+        """A client that behaves like the page: its own Origin on every request."""
+        session = requests.Session()
+        session.headers["Origin"] = self.origin
+        return session
+
+    def login(self) -> requests.Session:
+        http = self.http()
+        reply = http.get(f"{self.url}/login", params={"key": self.login_key()}, timeout=30)
+        assert reply.status_code == 200, reply.text  # followed the redirect to the chat page
+        assert http.cookies.get("iris_webui")
+        return http
+
+    def new_session(self, http: requests.Session) -> str:
+        reply = http.post(f"{self.url}/api/sessions", json={}, timeout=30)
+        assert reply.status_code == 201, reply.text
+        return str(reply.json()["id"])
+
+    def connect(
+        self,
+        http: requests.Session,
+        session: str,
+        *,
+        agent: str | None = None,
+        origin: str | None = None,
+        cookie: bool = True,
+    ) -> Socket:
+        query = f"session={session}" + (f"&agent={agent}" if agent else "")
+        headers = {}
+        if cookie:
+            headers["Cookie"] = f"iris_webui={http.cookies.get('iris_webui')}"
+        ws = websocket.create_connection(
+            f"ws://127.0.0.1:{self.port}/ws?{query}",
+            header=headers,
+            origin=origin or self.origin,
+            timeout=DEADLINE,
+        )
+        sock = Socket(ws)
+        self.sockets.append(sock)
+        return sock
+
+    def history(self, http: requests.Session, session: str) -> list[dict[str, Any]]:
+        reply = http.get(f"{self.url}/api/sessions/{session}/history", timeout=30)
+        assert reply.status_code == 200, reply.text
+        messages: list[dict[str, Any]] = reply.json()["messages"]
+        return messages
+
+
+@pytest.fixture
+def start_web_iris(tmp_path: Path) -> Iterator[Callable[..., WebIris]]:
+    """``start(rules=None, data_dir=None, **env)``: an Iris with the Web UI on a free port and
+    the scripted provider (``IRIS_SCRIPT_CALLS_FILE`` records every model call)."""
+    started: list[WebIris] = []
+
+    def start(
+        rules: list[dict[str, Any]] | None = None, data_dir: Path | None = None, **env: str
+    ) -> WebIris:
+        number = len(started)
+        script = tmp_path / f"script{number}.json"
+        script.write_text(json.dumps({"rules": rules or []}))
+        calls = tmp_path / f"calls{number}.jsonl"
+        calls.touch()
+        port = free_port()
+        server = IrisServer(
+            data_dir or tmp_path / f"data{number}",
+            env={
+                "IRIS_WEBUI_PORT": str(port),
+                "IRIS_PROVIDER": "scripted",
+                "IRIS_SCRIPT_FILE": str(script),
+                "IRIS_SCRIPT_CALLS_FILE": str(calls),
+                **env,
+            },
+        )
+        web = WebIris(server, port, script, calls)
+        started.append(web)
+        server.start()
+        return web
+
+    yield start
+    for web in started:
+        for sock in web.sockets:
+            sock.close()
+        web.server.stop()
+
+
+@dataclass
+class SubAgent:
+    name: str
+    server: IrisServer
+    bridge_port: int
+    script: Path
+
+    @property
+    def bridge_url(self) -> str:
+        return f"http://127.0.0.1:{self.bridge_port}"
+
+
+@pytest.fixture
+def start_agent(tmp_path: Path) -> Iterator[Callable[..., SubAgent]]:
+    """A real sub-agent runtime (``iris serve`` with ``AGENT_NAME`` and ``BRIDGE_PORT``) on the
+    scripted provider, as tests/bridge/conftest.py starts one."""
+    started: list[IrisServer] = []
+
+    def start(name: str, rules: list[dict[str, Any]]) -> SubAgent:
+        bridge_port = free_port()
+        script = tmp_path / f"{name}-script.json"
+        script.write_text(json.dumps({"rules": rules}))
+        server = IrisServer(
+            tmp_path / f"{name}-data",
+            env={
+                "AGENT_NAME": name,
+                "BRIDGE_PORT": str(bridge_port),
+                "IRIS_PROVIDER": "scripted",
+                "IRIS_SCRIPT_FILE": str(script),
+                "IRIS_BRIDGE_HEARTBEAT_MS": "200",
+            },
+        )
+        started.append(server)
+        server.start()
+        return SubAgent(name, server, bridge_port, script)
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def register_agent(iris: IrisServer, name: str, url: str) -> None:
+    """``iris agents register`` against Iris's data dir, through the real CLI."""
+    env = clean_environment(IRIS_DATA_DIR=str(iris.data_dir))
+    done = run_iris("agents", "register", name, url, env=env)
+    assert done.returncode == 0, done.stderr
