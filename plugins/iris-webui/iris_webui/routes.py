@@ -53,6 +53,7 @@ MAX_FILES_PER_MESSAGE = 20
 HARD_FRAME_LIMIT = 1024 * 1024  # simple-websocket drops the connection itself beyond this
 PING_SECONDS = 25.0  # keeps idle sockets alive through proxies and finds dead browsers
 UPLOAD_OVERHEAD = 64 * 1024  # multipart framing around the file
+DRAIN_LIMIT = 64 * 1024 * 1024  # of a refused upload, read and dropped to keep the connection
 INLINE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
                 ".gif": "image/gif", ".webp": "image/webp"}  # fmt: skip
 
@@ -292,12 +293,29 @@ def upload(session: str) -> tuple[Response, int] | Response:
     transport = _transport()
     channel = _existing(session)
     limit = transport.config.max_upload_bytes
-    request.max_content_length = limit + UPLOAD_OVERHEAD  # beyond it: 413 before any parsing
+    declared = request.content_length
+    if declared is not None and declared > limit + UPLOAD_OVERHEAD:
+        _drain(declared)
+        return error_response(f"the file is larger than {limit} bytes", "payload_too_large", 413)
+    request.max_content_length = limit + UPLOAD_OVERHEAD  # a body longer than declared: 413
     file = request.files.get("file")
     if file is None or not file.filename:
         return error_response("send the file in the multipart field 'file'", "missing_file", 400)
     saved = save_upload(transport.config.data_dir, channel, file.stream, file.filename, limit)
     return jsonify(saved), 201
+
+
+def _drain(declared: int) -> None:
+    """Read and drop a refused body (up to ``DRAIN_LIMIT``) before answering. gunicorn drains
+    only 64 KiB of an unread body and then closes the kept-alive connection under the browser,
+    whose next request on it would fail; a bigger body than the cap is cut off all the same."""
+    stream = request.environ.get("wsgi.input")
+    left = min(declared, DRAIN_LIMIT)
+    while stream is not None and left > 0:
+        chunk = stream.read(min(left, 64 * 1024))
+        if not chunk:
+            break
+        left -= len(chunk)
 
 
 @blueprint.get("/api/sessions/<session>/files/<path:relative>")
