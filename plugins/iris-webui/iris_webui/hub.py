@@ -43,6 +43,16 @@ class WakeEvent(threading.Event):
             callback()
 
 
+class ReaderThread(threading.Thread):
+    """simple-websocket's reader (its ``thread_class``), as a daemon: it blocks in ``recv`` on
+    a socket gunicorn may already have closed, and must not keep a stopping worker alive until
+    the master kills it at the end of the grace period."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["daemon"] = True
+        super().__init__(*args, **kwargs)
+
+
 class Client:
     """One open browser socket on one channel."""
 

@@ -40,7 +40,7 @@ from iris_runtime.errors import EngineStopping, IrisError, NotFound
 from iris_runtime.web.errors import error_response
 from iris_webui.auth import COOKIE_NAME, SESSION_TTL, consume_login_key
 from iris_webui.history import conversation, list_sessions
-from iris_webui.hub import MESSAGE_TOO_BIG, Client, WakeEvent
+from iris_webui.hub import MESSAGE_TOO_BIG, Client, ReaderThread, WakeEvent
 from iris_webui.transport import WebTransport
 from iris_webui.uploads import attachment_name, channel_of, resolve_served, save_upload
 
@@ -75,6 +75,7 @@ def _configure(state: BlueprintSetupState) -> None:
         "ping_interval": PING_SECONDS,
         "max_message_size": HARD_FRAME_LIMIT,
         "event_class": WakeEvent,  # lets one thread wait for both directions (see hub)
+        "thread_class": ReaderThread,
     }
 
 

@@ -149,3 +149,21 @@ def test_an_api_event_for_a_webui_channel_reaches_the_browser(web: WebIris) -> N
     }
     assert frames[-1]["text"] == "echo: a reminder from the API"
     assert frames[-1]["status"] == "completed"
+
+
+def test_an_escalation_posted_to_the_conversation_shows_and_stays(web: WebIris) -> None:
+    http = web.login()
+    session = web.new_session(http)
+    sock = web.connect(http, session)
+    sock.recv()
+    reply = web.server.post(
+        "/escalate", json_body={"text": "disk full", "channel": f"WEBUI-{session}"}
+    )
+    assert reply.status == 202 and reply.json()["transport"] == "webui"
+    post = sock.recv()
+    assert post["type"] == "post" and post["id"] == reply.json()["messageId"]
+    assert "disk full" in post["text"]
+    history = web.history(http, session)
+    assert [(m["role"], m["text"], m.get("id")) for m in history] == [
+        ("assistant", post["text"], post["id"])
+    ]
