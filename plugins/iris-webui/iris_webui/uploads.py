@@ -24,6 +24,7 @@ ATTACHMENTS_DIR = "attachments"
 FILES_DIR = "files"
 SERVED_DIRS = (ATTACHMENTS_DIR, FILES_DIR)
 CHUNK = 64 * 1024
+MAX_NAME_CHARS = 120
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _UNSAFE = re.compile(r"[^\w.+ ()\[\]-]+")
 
@@ -55,7 +56,11 @@ def safe_name(name: str) -> str:
     base = unicodedata.normalize("NFC", name).replace("\\", "/").rsplit("/", 1)[-1]
     base = _UNSAFE.sub("_", base).strip(" ._")
     base = base.replace("..", "_")
-    return base[:120] or "file"
+    if len(base) > MAX_NAME_CHARS:  # keep a short extension: it tells people what the file is
+        stem, dot, ext = base.rpartition(".")
+        keep = dot + ext if stem and len(ext) <= 16 else ""
+        base = base[: MAX_NAME_CHARS - len(keep)].rstrip(" ._") + keep
+    return base or "file"
 
 
 def store_path(data_dir: Path, channel: str, folder: str, name: str) -> Path:

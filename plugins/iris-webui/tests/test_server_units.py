@@ -1,0 +1,88 @@
+"""The small pieces that need no server: login keys, login sessions, file names, channel ids."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from iris_webui.auth import (
+    LoginSessions,
+    PasswordGate,
+    consume_login_key,
+    issue_login_key,
+    login_file,
+)
+from iris_webui.uploads import channel_of, safe_name, session_of
+
+from iris_runtime.errors import InvalidInput
+
+
+def test_a_login_key_is_stored_as_a_digest_and_works_once(tmp_path: Path) -> None:
+    key = issue_login_key(tmp_path)
+    path = login_file(tmp_path)
+    assert key not in path.read_text()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert consume_login_key(tmp_path, "wrong") == "invalid_key"
+    assert consume_login_key(tmp_path, key) is None
+    assert consume_login_key(tmp_path, key) == "used_key"
+    newer = issue_login_key(tmp_path)  # a restart's new link replaces the old one
+    assert consume_login_key(tmp_path, key) == "invalid_key"
+    assert consume_login_key(tmp_path, newer) is None
+
+
+def test_an_expired_key_is_refused(tmp_path: Path) -> None:
+    key = issue_login_key(tmp_path, ttl=-1)
+    assert consume_login_key(tmp_path, key) == "expired_key"
+    assert json.loads(login_file(tmp_path).read_text())["used"] is False
+    assert consume_login_key(tmp_path / "nowhere", key) == "invalid_key"
+
+
+def test_login_sessions_persist_as_digests(tmp_path: Path) -> None:
+    sessions = LoginSessions(tmp_path)
+    token = sessions.create()
+    stored = tmp_path / "webui" / "sessions.json"
+    assert token not in stored.read_text()
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    assert LoginSessions(tmp_path).valid(token)  # a restart reads them back
+    assert not sessions.valid("x" + token) and not sessions.valid(None)
+    sessions.revoke(token)
+    assert not LoginSessions(tmp_path).valid(token)
+
+
+def test_the_password_gate_counts_failures_per_address() -> None:
+    gate = PasswordGate("s3cret")
+    assert gate.enabled and not PasswordGate(None).enabled
+    for _ in range(5):
+        assert not gate.check("10.0.0.1", "guess")
+    assert gate.blocked("10.0.0.1") and not gate.blocked("10.0.0.2")
+    assert gate.check("10.0.0.2", "s3cret")
+    assert not PasswordGate(None).check("10.0.0.2", "")
+
+
+@pytest.mark.parametrize(
+    ("hostile", "safe"),
+    [
+        ("../../etc/passwd", "passwd"),
+        ("..\\..\\win.ini", "win.ini"),
+        (".bashrc", "bashrc"),
+        ("a\x00b\nc.txt", "a_b_c.txt"),
+        ("..", "file"),
+        ("", "file"),
+        ("résumé (final).pdf", "résumé (final).pdf"),
+        ("x" * 300 + ".txt", "x" * 116 + ".txt"),
+    ],
+)
+def test_file_names_are_neutralised(hostile: str, safe: str) -> None:
+    assert safe_name(hostile) == safe
+
+
+def test_channels_are_webui_prefixed_session_ids() -> None:
+    assert channel_of("abc_D-9") == "WEBUI-abc_D-9"
+    assert session_of("WEBUI-abc_D-9") == "abc_D-9"
+    for bad in ("", "a/b", "a.b", "x" * 65, "../x"):
+        with pytest.raises(InvalidInput):
+            channel_of(bad)
+    for foreign in ("tg-123", "WEBUI-", "WEBUI-a.b", "webui-abc", "SESSION-x"):
+        assert session_of(foreign) is None
