@@ -466,6 +466,8 @@
     state.sessionsLoaded = list || [];
     ui.sessions.replaceChildren();
     state.sessionsLoaded.forEach(function (session) {
+      // Conversations never written in are noise in the list (except the open one).
+      if (!session.title && session.id !== state.session) return;
       var item = el("li");
       var link = el("a", "session");
       link.href = "#s=" + encodeURIComponent(session.id) +
@@ -483,7 +485,7 @@
       item.appendChild(link);
       ui.sessions.appendChild(item);
     });
-    ui.sessionsEmpty.hidden = state.sessionsLoaded.length > 0;
+    ui.sessionsEmpty.hidden = ui.sessions.children.length > 0;
     updateTitle();
   }
 
@@ -866,6 +868,11 @@
     }
   });
   ui.input.addEventListener("input", autoGrow);
+  // The skip link must not touch the URL hash: the hash names the open conversation.
+  document.querySelector(".skip-link").addEventListener("click", function (event) {
+    event.preventDefault();
+    ui.input.focus();
+  });
   ui.stop.addEventListener("click", stopRun);
   ui.attach.addEventListener("click", function () { ui.fileInput.click(); });
   ui.fileInput.addEventListener("change", function () {

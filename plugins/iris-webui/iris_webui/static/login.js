@@ -1,4 +1,5 @@
-/* The login page: explains a failed sign-in. The server redirects here with ?error=<code>. */
+/* The login page: explains a failed sign-in (the server redirects here with ?error=<code>) and
+ * shows the password form only when the server has a password. */
 (function () {
   "use strict";
   var MESSAGES = {
@@ -12,6 +13,20 @@
     password_disabled: "Password sign-in is off on this server: use the one-time link.",
     signed_out: "You are signed out."
   };
+  // Already signed in (a second tab, the back button): straight to the chat. Password sign-in
+  // off: the form would only ever fail, so it is hidden.
+  fetch("/login/options", { credentials: "same-origin" })
+    .then(function (response) { return response.ok ? response.json() : null; })
+    .then(function (options) {
+      if (!options) return;
+      if (options.logged_in) {
+        window.location.replace("/");
+        return;
+      }
+      document.getElementById("password-form").hidden = !options.password;
+    })
+    .catch(function () { /* keep the form: the server answers a POST with a clear error */ });
+
   var params = new URLSearchParams(window.location.search);
   var code = params.get("error");
   if (params.has("key") && !code) code = "invalid_key"; // still here after following a link
