@@ -51,6 +51,7 @@ MAX_FRAME_BYTES = 64 * 1024  # from the browser; larger gets frame_too_large and
 MAX_TEXT_CHARS = 32 * 1024
 MAX_FILES_PER_MESSAGE = 20
 HARD_FRAME_LIMIT = 1024 * 1024  # simple-websocket drops the connection itself beyond this
+RESERVED_THREADS = 8  # gunicorn threads never taken by sockets (pages, API, uploads)
 PING_SECONDS = 25.0  # keeps idle sockets alive through proxies and finds dead browsers
 UPLOAD_OVERHEAD = 64 * 1024  # multipart framing around the file
 DRAIN_LIMIT = 64 * 1024 * 1024  # of a refused upload, read and dropped to keep the connection
@@ -157,6 +158,16 @@ def _guard_websocket() -> Response | None:
         _existing(request.args.get("session", ""))
     except IrisError as exc:
         return error_response(exc.message, exc.code, exc.status)
+    transport = _transport()
+    # Each open socket holds one of gunicorn's threads for as long as it is open: keep a few
+    # for pages and the API, or a pile of tabs would leave no thread to serve anything else.
+    limit = max(1, transport.engine.settings.threads - RESERVED_THREADS)
+    if transport.hub.count() >= limit:
+        return error_response(
+            f"too many open Web UI sockets ({limit}); close a tab or raise IRIS_THREADS",
+            "too_many_sockets",
+            503,
+        )
     return None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,6 +135,17 @@ class WebIris:
         sock = Socket(ws)
         self.sockets.append(sock)
         return sock
+
+    def until_connected(self, http: requests.Session, session: str) -> Socket:
+        """Connect, retrying while the server still counts a socket that is closing (503)."""
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            try:
+                return self.connect(http, session)
+            except websocket.WebSocketBadStatusException as exc:
+                if exc.status_code != 503 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def history(self, http: requests.Session, session: str) -> list[dict[str, Any]]:
         reply = http.get(f"{self.url}/api/sessions/{session}/history", timeout=30)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 import websocket
 from server_harness import WebIris
 
@@ -28,4 +29,22 @@ def test_sessions_survive_a_restart_and_sockets_are_closed_on_shutdown(
     assert web.login_key() != first_key  # each start prints a fresh link
     assert http.get(f"{web.url}/api/sessions", timeout=30).status_code == 200
     again = web.connect(http, session)
+    assert again.recv()["type"] == "ready"
+
+
+def test_sockets_beyond_the_thread_budget_are_refused_not_hung(
+    start_web_iris: Callable[..., WebIris],
+) -> None:
+    web = start_web_iris(IRIS_THREADS="10")  # 10 threads, 8 kept for pages: 2 sockets
+    http = web.login()
+    session = web.new_session(http)
+    for _ in range(2):
+        assert web.connect(http, session).recv()["type"] == "ready"
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        web.connect(http, session)
+    assert refused.value.status_code == 503
+    assert http.get(f"{web.url}/api/sessions", timeout=30).status_code == 200  # still served
+    web.sockets[0].close()
+    web.sockets.pop(0)
+    again = web.until_connected(http, session)
     assert again.recv()["type"] == "ready"
