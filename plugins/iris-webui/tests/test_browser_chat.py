@@ -164,7 +164,8 @@ def test_an_uploaded_file_is_read_by_the_agent(shared_webui: WebUI, chat: Page) 
             "when": "summarise",
             "turns": [
                 [{"tool": "read", "id": "call-read-upload", "args": {"path": path}}],
-                [{"text": "Read it."}],
+                [{"tool": "attach", "id": "call-attach", "args": {"path": path}}],
+                [{"text": "Read it, and here it is back."}],
             ],
         }
     )
@@ -182,6 +183,17 @@ def test_an_uploaded_file_is_read_by_the_agent(shared_webui: WebUI, chat: Page) 
     body = chat.request.get(href)
     assert body.status == 200
     assert body.body() == b"secret-sauce-7"
+    # The agent attached it back: a download chip on the reply, from a `file` frame...
+    offered = last_reply(chat).locator("a.chip")
+    expect(offered).to_contain_text("notes.txt")
+    wait_idle(chat)
+    with chat.expect_download() as download:
+        offered.click()
+    assert Path(download.value.path()).read_bytes() == b"secret-sauce-7"
+    # ...and from the history after a reload.
+    chat.reload()
+    wait_connected(chat)
+    expect(last_reply(chat).locator("a.chip")).to_contain_text("notes.txt")
     assert problems(chat) == []
 
 

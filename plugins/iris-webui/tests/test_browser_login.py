@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from browser import WebUI, screenshot, wait_connected, watch
+from browser import WebUI, last_reply, screenshot, send, wait_connected, wait_idle, watch
 from playwright.sync_api import expect
 
 
@@ -43,4 +43,26 @@ def test_the_login_link_signs_in_once(start_webui: Callable[..., WebUI], tmp_pat
     stranger.goto(webui.url + "/")
     expect(stranger).to_have_url(re.compile(r"/login"))
     assert stranger.problems == []  # type: ignore[attr-defined]
+    assert page.problems == []  # type: ignore[attr-defined]
+
+
+def test_a_lost_connection_shows_and_reconnects_by_itself(
+    start_webui: Callable[..., WebUI],
+) -> None:
+    webui = start_webui([{"when": "again", "turns": [[{"text": "back again"}]]}])
+    page = webui.login()
+    banner = page.locator("#banner")
+    expect(banner).to_be_hidden()
+    webui.server.stop()
+    expect(banner).to_contain_text("Connection to Iris lost")
+    expect(page.locator("#connection")).to_have_attribute("data-state", "closed")
+    expect(page.locator("#send")).to_be_disabled()
+    # The sign-in survives the restart (sessions are kept on disk); the page retries with
+    # backoff and carries on by itself.
+    webui.server.start()
+    wait_connected(page)
+    expect(banner).to_be_hidden()
+    send(page, "try again")
+    expect(last_reply(page).locator(".bubble")).to_have_text("back again")
+    wait_idle(page)
     assert page.problems == []  # type: ignore[attr-defined]

@@ -73,6 +73,8 @@ def test_the_picker_routes_to_a_sub_agent_and_shows_its_errors(
     # The sub-agent dies: the bridge's explicit error shows, not an endless spinner.
     helper.server.stop()
     send(page, "any more findings?")
-    expect(page.locator(".notice--error")).to_be_visible()
+    error = last_reply(page).locator(".notice--error")
+    expect(error).to_contain_text("researcher is unreachable")  # the bridge's own words
     wait_idle(page)
+    screenshot(page, "subagent-unreachable", tmp_path)
     assert problems(page) == []

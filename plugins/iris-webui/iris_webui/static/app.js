@@ -272,7 +272,7 @@
     item.appendChild(files);
     ui.list.appendChild(item);
     showEmptyState();
-    return { item: item, tools: tools, bubble: bubble, files: files, text: null };
+    return { item: item, tools: tools, bubble: bubble, files: files, text: null, error: null };
   }
 
   function currentTurn() {
@@ -695,8 +695,13 @@
       return;
     }
     setReplyText(turn, frame.text || "", false);
+    if (turn.error && (frame.text || "").indexOf(turn.error) >= 0) {
+      turn.bubble.hidden = true; // it only repeats the error shown below it
+    }
     if (frame.status === "stopped") addNote(turn, "Stopped", "stopped");
-    else if (frame.status === "error") addNote(turn, "The run ended with an error", "error");
+    else if (frame.status === "error" && !turn.error) {
+      addNote(turn, "The run ended with an error", "error");
+    }
     state.turn = null;
     setRunning(false);
     updateComposer();
@@ -731,12 +736,21 @@
       showBanner("No sub-agent named “" + state.agent + "” is registered. Choose another agent.",
         "Talk to Iris", function () { chooseAgent(""); });
       setConnection("closed", "Unknown agent");
-    } else if (code === "upload_too_large" || code === "too_large") {
-      addNotice(message, true);
+    } else if (state.turn) {
+      // An error of the run being shown (a dead sub-agent): said inside that reply.
+      var notice = el("div", "notice notice--error");
+      notice.setAttribute("role", "alert");
+      notice.appendChild(icon("alert"));
+      notice.appendChild(el("span", null, message));
+      state.turn.item.appendChild(notice);
+      state.turn.error = message;
+      scrollToEnd(true);
     } else {
       addNotice(message, true);
     }
-    if (state.turn && code !== "queue_full") state.turn = null;
+    // The run's final reply (if one follows) still lands in the same turn; until then its
+    // text no longer looks like it is streaming.
+    if (state.turn) state.turn.bubble.classList.remove("bubble--streaming");
     setRunning(false);
     updateComposer();
   }
