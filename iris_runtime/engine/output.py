@@ -37,6 +37,14 @@ class RunSink:
     def respond(self, text: str) -> None:
         self._ctx.respond(text)
 
+    def text_delta(self, text: str) -> None:
+        """Text of the model turn in progress, as it streams, for transports that show it live
+        (an optional ``on_text_delta`` hook on the context). The turn's whole text still arrives
+        through ``respond``, which is what every transport must handle."""
+        on_text_delta = getattr(self._ctx, "on_text_delta", None)
+        if callable(on_text_delta):
+            on_text_delta(text)
+
     def respond_in_thread(self, text: str) -> None:
         self._ctx.respond_in_thread(text)
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from iris_runtime.engine.core import MAX_WAITING_PER_CHANNEL, Engine
-from iris_runtime.engine.transport import TransportEvent
+from iris_runtime.engine.transport import ChannelState, TransportEvent
 from iris_runtime.errors import EngineStopping, QueueFull
-from tests.engine.conftest import RecordingTransport, wait_until
+from tests.engine.conftest import RecordingContext, RecordingTransport, wait_until
 
 
 def watch(engine: Engine, channel: str) -> list[dict[str, Any]]:
@@ -237,3 +237,24 @@ def test_unknown_tools_and_unparseable_arguments_become_error_results(
     assert [(e.name, e.is_error) for e in ends] == [("teleport", True), ("bash", True)]
     assert "unknown tool 'teleport'" in (ends[0].result or "")
     assert "not valid JSON" in (ends[1].result or "")
+
+
+def test_text_streams_to_contexts_that_ask_for_it(engine: Engine, script: Script) -> None:
+    """A context with an ``on_text_delta`` hook sees the model's text as it streams; the turn's
+    whole text still arrives through ``respond`` (contexts without the hook see only that)."""
+
+    class StreamingTransport(RecordingTransport):
+        def create_context(
+            self, event: TransportEvent, state: ChannelState, is_event: bool = False
+        ) -> RecordingContext:
+            ctx = super().create_context(event, state, is_event)
+            ctx.on_text_delta = lambda text: ctx.calls.append(("delta", text))  # type: ignore[attr-defined]
+            return ctx
+
+    streaming = StreamingTransport(engine)
+    engine.add_transport(streaming)
+    script([{"when": "greet", "turns": [[{"text": "Hel"}, {"text": "lo"}]]}])
+    result = engine.submit(streaming, TransportEvent("rec-d", "greet me")).wait(15)
+    assert result.text == "Hello"
+    calls = [c for c in streaming.contexts[-1].calls if c[0] in {"delta", "respond"}]
+    assert calls == [("delta", "Hel"), ("delta", "lo"), ("respond", "Hello")]

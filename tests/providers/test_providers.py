@@ -85,6 +85,9 @@ class Output:
     def status(self, text: str) -> None:
         self.lines.append(f"status: {text}")
 
+    def text_delta(self, text: str) -> None:
+        pass
+
     def thinking(self, text: str) -> None:
         pass
 
