@@ -107,8 +107,15 @@ def test_stop_ends_a_run_mid_way(shared_webui: WebUI, chat: Page) -> None:
     expect(reply.locator(".tool")).to_have_attribute("data-state", "done")
     expect(chat.locator("#run-status")).to_have_attribute("data-active", "true")
     expect(stop).to_be_enabled()
+    # A reload mid-run: the page learns a run is going (Stop on) and shows its card so far.
+    chat.reload()
+    wait_connected(chat)
+    expect(stop).to_be_enabled()
+    reply = last_reply(chat)
+    expect(reply.locator(".tool")).to_have_attribute("data-state", "done")
     stop.click()
     expect(reply.locator(".message__note")).to_have_text("Stopped")
+    expect(chat.locator(".message--assistant")).to_have_count(1)  # the same turn, continued
     wait_idle(chat)
     expect(reply.locator(".bubble")).not_to_contain_text("finished")
     assert problems(chat) == []
@@ -324,3 +331,20 @@ def test_narrow_screens_collapse_the_sidebar(
     page.keyboard.press("Escape")
     expect(sidebar).not_to_be_visible()
     page.close()
+
+
+def test_an_api_event_for_the_conversation_shows_live(shared_webui: WebUI, chat: Page) -> None:
+    """A channel-addressed API event for ``WEBUI-<id>`` reaches the open page: the Web UI
+    transport claims its channels ahead of the headless bridge."""
+    shared_webui.add_rules({"when": "nightly", "turns": [[{"text": "Nightly report: all green."}]]})
+    session = session_id(chat)
+    answer = shared_webui.server.post(
+        f"/channels/WEBUI-{session}/events", json_body={"text": "nightly check"}
+    )
+    assert answer.status == 202, answer.body
+    event = chat.locator(".message--event")
+    expect(event.locator(".bubble")).to_have_text("nightly check")
+    expect(event.locator(".message__who")).to_have_text("Event")
+    expect(last_reply(chat).locator(".bubble")).to_have_text("Nightly report: all green.")
+    wait_idle(chat)
+    assert problems(chat) == []

@@ -33,7 +33,7 @@
     socket: null,
     socketSerial: 0,        // a socket's frames are ignored once a newer one replaced it
     ready: false,
-    everReady: false,       // a reconnect (not the first connect) reloads the history
+    everReady: false,       // set by the first ready frame
     refused: null,          // an error code that makes this socket refuse messages
     backoff: 0,
     retryTimer: null,
@@ -428,34 +428,61 @@
     state.turn = null;
     (messages || []).forEach(function (message) {
       if (message.role === "user") {
-        addUserMessage(message.text || "", message.files || []);
+        var item = addUserMessage(message.text || "", message.files || []);
+        if (message.event) markEvent(item);
         return;
       }
       var turn = newTurn(message.agent || null);
+      if (message.id) {
+        turn.item.dataset.postId = String(message.id);
+        turn.item._turn = turn;
+      }
       (message.tools || []).forEach(function (tool) { upsertCard(turn, tool); });
       setReplyText(turn, message.text || "", false);
       (message.files || []).forEach(function (f) { turn.files.appendChild(fileChip(f)); });
       turn.files.hidden = !turn.files.children.length;
       if (message.status === "stopped") addNote(turn, "Stopped", "stopped");
       else if (message.status === "error") addNote(turn, "The run ended with an error", "error");
+      // A run still going: its live frames carry on in this same turn.
+      state.turn = message.status === "running" ? turn : null;
     });
     showEmptyState();
     scrollToEnd(true);
   }
 
+  /* The history is read once the socket is ready, so nothing said in between is missed; frames
+   * arriving while it loads wait in `held` and are applied on top of it (a user echo the
+   * history already holds is not shown twice). */
   function loadHistory() {
     var session = state.session;
+    state.held = [];
+    var finish = function (messages) {
+      var held = state.held || [];
+      state.held = null;
+      if (messages) renderHistory(messages);
+      var recent = (messages || []).slice(-3).filter(function (m) { return m.role === "user"; })
+        .map(function (m) { return m.text; });
+      held.forEach(function (frame) {
+        if (frame.type === "user" && recent.indexOf(frame.text || "") >= 0) {
+          recent.splice(recent.indexOf(frame.text || ""), 1);
+          if (!state.running) setRunning(true);
+          return;
+        }
+        handleFrame(frame);
+      });
+    };
     return api("GET", "/api/sessions/" + encodeURIComponent(session) + "/history")
       .then(function (data) {
         if (session !== state.session) return;
-        renderHistory(data && data.messages);
+        finish((data && data.messages) || []);
       })
       .catch(function (error) {
         if (session !== state.session) return;
         if (error.status === 404) {
-          renderHistory([]);
+          finish([]);
           return;
         }
+        finish(null);
         showBanner("Could not load this conversation: " + error.message, "Retry", loadHistory);
       });
   }
@@ -523,9 +550,8 @@
     updateTitle();
     ui.list.replaceChildren();
     setRunning(false);
-    var loaded = loadHistory();
-    connect();
-    return loaded;
+    connect(); // the history is loaded when its socket is ready
+    return Promise.resolve();
   }
 
   // ---- agents --------------------------------------------------------------------------------
@@ -612,7 +638,9 @@
       if (serial !== state.socketSerial) return;
       var frame;
       try { frame = JSON.parse(event.data); } catch (e) { return; }
-      if (frame && typeof frame.type === "string") handleFrame(frame);
+      if (!frame || typeof frame.type !== "string") return;
+      if (state.held && frame.type !== "ready") state.held.push(frame);
+      else handleFrame(frame);
     };
     socket.onclose = function () {
       if (serial !== state.socketSerial) return;
@@ -652,13 +680,14 @@
       case "tool": return onTool(frame);
       case "file": return onFile(frame);
       case "queued": return onQueued(frame);
+      case "post": return onPost(frame);
+      case "pong": return undefined;
       case "error": return onError(frame);
       default: return undefined;
     }
   }
 
   function onReady(frame) {
-    var reconnected = state.everReady;
     state.ready = true;
     state.everReady = true;
     state.backoff = 0;
@@ -667,13 +696,22 @@
     else setConnection("open", "Connected");
     updateComposer();
     // Frames sent while we were away are in the durable log: resync from it.
-    if (reconnected) loadHistory();
+    loadHistory();
+    // A run already going (a reload mid-run, a second tab): Stop works on it.
+    if (frame.running) {
+      setRunning(true);
+      setStatus("Working…");
+    } else {
+      setRunning(false);
+    }
+    updateComposer();
     return frame;
   }
 
   function onUser(frame) {
     state.turn = null;
-    addUserMessage(frame.text || "", frame.files || []);
+    var item = addUserMessage(frame.text || "", frame.files || []);
+    if (frame.event) markEvent(item);
     setRunning(true);
     setStatus("Working…");
     updateComposer();
@@ -695,6 +733,15 @@
       return;
     }
     setReplyText(turn, frame.text || "", false);
+    if (!frame.text && !turn.error && !turn.tools.children.length &&
+        !turn.files.children.length && frame.status !== "stopped") {
+      turn.item.remove(); // a silent run: nothing to show
+      state.turn = null;
+      setRunning(false);
+      updateComposer();
+      showEmptyState();
+      return;
+    }
     if (turn.error && (frame.text || "").indexOf(turn.error) >= 0) {
       turn.bubble.hidden = true; // it only repeats the error shown below it
     }
@@ -721,6 +768,27 @@
     turn.files.appendChild(fileChip(frame));
     turn.files.hidden = false;
     scrollToEnd(false);
+  }
+
+  /** A message posted from outside a run (an escalation, a note); the same id updates it. */
+  function onPost(frame) {
+    var id = String(frame.id || "");
+    var existing = id && ui.list.querySelector('[data-post-id="' + CSS.escape(id) + '"]');
+    var turn = existing ? existing._turn : null;
+    if (!turn) {
+      turn = newTurn(null);
+      turn.item.dataset.postId = id;
+      turn.item._turn = turn;
+    }
+    setReplyText(turn, frame.text || "", false);
+    scrollToEnd(false);
+  }
+
+  /** A user message that came from an API or scheduled event, not from this page. */
+  function markEvent(item) {
+    item.classList.add("message--event");
+    var label = el("span", "message__who", "Event");
+    item.insertBefore(label, item.firstChild);
   }
 
   function onQueued(frame) {
