@@ -5,6 +5,11 @@ text so far, each time: a tab that joins late still shows it all), ``status``, `
 ``file`` offers. The final ``reply`` is not sent from here: the transport sends it when the run's
 ticket resolves, because only then is the run's status (completed, stopped, error) known.
 
+While the model writes, its text streams in too (the engine's optional ``on_text_delta``):
+``reply`` frames with the text so far, at most one per ``STREAM_INTERVAL`` (the first of each
+turn at once); the turn's ``respond`` then sends its exact text. Text that may still turn out to
+begin with ``[SILENT]`` is held back, so a silent run never flashes its marker.
+
 Tool cards and attached files are also written to the channel's log as markers (``webui_tool``,
 ``webui_file``), which the engine's replay ignores, so a reloaded page shows them again.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +33,8 @@ from iris_webui.uploads import FILES_DIR, file_url, safe_name, store_path
 log = logging.getLogger(__name__)
 
 Broadcast = Callable[[str, dict[str, Any]], int]
+STREAM_INTERVAL = 0.1  # seconds between two streamed reply frames of one run
+SILENT_MARKER = "[SILENT]"
 
 
 class WebContext:
@@ -49,12 +57,16 @@ class WebContext:
         self.channels = channels
         self.users = users
         self.on_tool_event: Callable[[ToolEvent], None] | None = self._tool
+        self.on_text_delta: Callable[[str], None] = self._delta
         self.is_event = is_event
         self._broadcast = broadcast
         self._sessions = sessions
         self._data_dir = data_dir
         self._on_start = on_start
         self._parts: list[str] = []
+        self._streaming: list[str] = []  # the turn in progress, as it streams
+        self._streamed_at: float | None = None  # when it was last shown (None: not this turn)
+        self._shown = ""  # the text of the last reply frame sent
         self._lock = threading.Lock()
 
     @property
@@ -69,13 +81,43 @@ class WebContext:
     def respond(self, text: str, should_log: bool = True) -> None:
         with self._lock:
             self._parts.append(text)
-            whole = "\n\n".join(self._parts)
-        self._send({"type": "reply", "text": whole, "final": False})
+            self._end_turn()
+        self._show()
 
     def replace_message(self, text: str) -> None:
         with self._lock:
             self._parts = [text]
-        self._send({"type": "reply", "text": text, "final": False})
+            self._end_turn()
+        self._show()
+
+    def _show(self) -> None:
+        """The reply so far, unless streaming already showed exactly that."""
+        with self._lock:
+            whole = "\n\n".join(self._parts)
+            if whole == self._shown:
+                return
+            self._shown = whole
+        self._send({"type": "reply", "text": whole, "final": False})
+
+    def _delta(self, text: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._streaming.append(text)
+            shown = self._streamed_at
+            if shown is not None and now - shown < STREAM_INTERVAL:
+                return  # the next delta, or the turn's respond, shows it
+            turn = "".join(self._streaming).strip()
+            if not turn or SILENT_MARKER.startswith(turn[: len(SILENT_MARKER)]):
+                return  # (still) possibly a silent turn
+            self._streamed_at = now
+            whole = "\n\n".join([*self._parts, turn])
+            self._shown = whole
+        self._send({"type": "reply", "text": whole, "final": False})
+
+    def _end_turn(self) -> None:
+        # Called with the lock held: the turn's text has been delivered (or a tool runs next).
+        self._streaming = []
+        self._streamed_at = None
 
     def respond_in_thread(self, text: str) -> None:
         # No threads in a browser chat: notes (failures) join the reply, like the bridge does.
@@ -115,6 +157,8 @@ class WebContext:
         self._send(frame)
 
     def _tool(self, event: ToolEvent) -> None:
+        with self._lock:
+            self._end_turn()  # a turn without text (or a silent one) ends in tool calls
         frame = tool_frame(event)
         if event.phase == "end":
             card = {k: v for k, v in frame.items() if k not in {"type", "phase"}}

@@ -26,6 +26,8 @@ TOOL_RULES: list[dict[str, Any]] = [
         ],
     },
     {"when": "slow", "turns": [[{"text": "partial"}, {"sleep": 60}, {"text": " never"}]]},
+    {"when": "stream", "turns": [[{"text": "Hello"}, {"text": " world"}]]},
+    {"when": "quiet", "turns": [[{"text": "[SIL"}, {"text": "ENT] nothing to say"}]]},
 ]
 
 
@@ -167,3 +169,21 @@ def test_an_escalation_posted_to_the_conversation_shows_and_stays(web: WebIris) 
     assert [(m["role"], m["text"], m.get("id")) for m in history] == [
         ("assistant", post["text"], post["id"])
     ]
+
+
+def test_text_streams_while_the_model_writes_and_silence_stays_silent(web: WebIris) -> None:
+    http = web.login()
+    session = web.new_session(http)
+    sock = web.connect(http, session)
+    sock.recv()
+    sock.send({"type": "message", "text": "stream it"})
+    replies = of(sock.final(), "reply")
+    # The first piece of a turn shows at once; the turn's whole text follows, then the end.
+    assert replies[0] == {"type": "reply", "text": "Hello", "final": False}
+    assert replies[-2] == {"type": "reply", "text": "Hello world", "final": False}
+    assert replies[-1]["text"] == "Hello world" and replies[-1]["final"] is True
+
+    sock.send({"type": "message", "text": "be quiet"})
+    frames = sock.final()
+    assert [f["text"] for f in of(frames, "reply")] == [""]  # only the (empty) final one
+    assert not [f for f in frames if "SIL" in str(f.get("text", ""))]
