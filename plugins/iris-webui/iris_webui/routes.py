@@ -50,6 +50,7 @@ STATIC = Path(__file__).parent / "static"
 MAX_FRAME_BYTES = 64 * 1024  # from the browser; larger gets frame_too_large and close 1009
 MAX_TEXT_CHARS = 32 * 1024
 MAX_FILES_PER_MESSAGE = 20
+MAX_AGENT_CHARS = 64  # agent names are at most 63; a longer ?agent= is unknown anyway
 HARD_FRAME_LIMIT = 1024 * 1024  # simple-websocket drops the connection itself beyond this
 RESERVED_THREADS = 8  # gunicorn threads never taken by sockets (pages, API, uploads)
 PING_SECONDS = 25.0  # keeps idle sockets alive through proxies and finds dead browsers
@@ -209,6 +210,8 @@ def index() -> Response:
 def login_page() -> Response:
     key = request.args.get("key")
     if key is None:
+        if _logged_in() and "error" not in request.args:
+            return cast(Response, redirect("/", code=303))  # nothing to do here
         return _page("login.html")
     problem = consume_login_key(_transport().config.data_dir, key)
     if problem is not None:
@@ -351,7 +354,7 @@ def download(session: str, relative: str) -> Response:
 def websocket(ws: Any) -> None:
     transport = _transport()
     session = request.args["session"]
-    agent = (request.args.get("agent") or "").strip().lower() or None
+    agent = (request.args.get("agent") or "").strip().lower()[:MAX_AGENT_CHARS] or None
     client = Client(ws, channel_of(session), agent)
     if not transport.hub.add(client):
         ws.close(reason=1001, message="Iris is restarting")

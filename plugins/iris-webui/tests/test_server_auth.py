@@ -34,6 +34,8 @@ def test_the_login_link_works_once(start_web_iris: Callable[..., WebIris]) -> No
     assert cookie.startswith("iris_webui=")
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
     assert http.get(f"{web.url}/", allow_redirects=False, timeout=30).status_code == 200
+    signed_in = http.get(f"{web.url}/login", allow_redirects=False, timeout=30)
+    assert signed_in.status_code == 303 and signed_in.headers["Location"] == "/"
 
     again = web.http().get(
         f"{web.url}/login", params={"key": key}, allow_redirects=False, timeout=30
