@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -272,8 +273,6 @@ def sessions_list() -> Response:
 @blueprint.post("/api/sessions")
 @api(changes=True)
 def sessions_create() -> tuple[Response, int]:
-    import secrets
-
     transport = _transport()
     session = secrets.token_urlsafe(12)
     resolve_channel_dir(transport.config.data_dir, channel_of(session), create=True)

@@ -24,6 +24,7 @@ import time
 import uuid
 from typing import Any
 
+from iris_runtime.engine.channels import resolve_channel_path
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.runs import RunResult, RunTicket
 from iris_runtime.engine.transport import (
@@ -40,7 +41,13 @@ from iris_webui.context import WebContext
 from iris_webui.history import list_sessions
 from iris_webui.hub import Client, Hub
 from iris_webui.profile import TRANSPORT_ID, WEBUI_PROFILE
-from iris_webui.uploads import ATTACHMENTS_DIR, attachment_name, channel_of, session_of
+from iris_webui.uploads import (
+    ATTACHMENTS_DIR,
+    attachment_name,
+    channel_of,
+    file_url,
+    session_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -226,16 +233,18 @@ class WebTransport:
                 channel,
                 {"type": "error", "code": "agent_unreachable", "message": result.error or ""},
             )
-        frame: dict[str, Any] = {"type": "reply", "text": result.text, "final": True}
-        frame["status"] = status
+        frame: dict[str, Any] = {
+            "type": "reply",
+            "text": result.text,
+            "final": True,
+            "status": status,
+        }
         if result.agent:
             frame["agent"] = result.agent
         self.hub.broadcast(channel, frame)
 
     def _attachment(self, channel: str, path: str) -> Attachment:
         """An uploaded file named by the ``path`` the upload returned (``attachments/<name>``)."""
-        from iris_runtime.engine.channels import resolve_channel_path
-
         folder, _, stored = path.partition("/")
         if folder != ATTACHMENTS_DIR or not stored or "/" in stored:
             raise InvalidInput(f"unknown upload {path[:80]!r}", code="unknown_attachment")
@@ -267,7 +276,5 @@ class WebTransport:
 
 
 def _url_of(attachment: Attachment) -> str:
-    from iris_webui.uploads import file_url
-
     channel, _, relative = attachment.local.partition("/")
     return file_url(channel, relative)
