@@ -15,8 +15,10 @@ $(BIN)/iris: setup.cfg pyproject.toml $(wildcard plugins/*/setup.cfg)
 	$(BIN)/python -m pip install -q -e . $(addprefix -e ,$(PLUGIN_DIRS))
 	touch $@
 
+# Each plugin's own test extra too (the Web UI's browser tests need Playwright); plugins without
+# one only get a warning.
 $(VENV)/.dev-deps: $(BIN)/iris
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev]' $(foreach dir,$(PLUGIN_DIRS),-e '$(dir)[test]')
 	touch $@
 
 IRIS_WEBUI_PORT ?= 8080
