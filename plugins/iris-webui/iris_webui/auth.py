@@ -6,10 +6,11 @@
   only its SHA-256, with an expiry, in ``<data>/run/webui-login.json`` (0600); the worker
   consumes it on ``GET /login?key=…`` and marks it used, so a link works once, for ten minutes.
 - With ``IRIS_WEBUI_PASSWORD`` set the password form works too: compared in constant time and
-  rate-limited per client address.
-- Either way the browser gets a session cookie (``iris_webui``: 32 random bytes). The server
-  keeps only SHA-256 digests of live sessions, with their expiry, in ``<data>/webui/sessions.json``
-  (0600), so a restart does not log anyone out.
+  rate-limited per client address and overall.
+- Either way the browser gets a session cookie (``iris_webui``: 32 random bytes) and a page key
+  (32 random bytes, see :class:`LoginSessions`). The server keeps only SHA-256 digests of both,
+  with the expiry, in ``<data>/webui/sessions.json`` (0600), so a restart does not log anyone
+  out.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ LOGIN_FILE = "webui-login.json"
 KEY_TTL = 600.0  # seconds a login link stays valid
 SESSION_TTL = 30 * 24 * 3600.0
 FAILURES_ALLOWED = 5  # wrong passwords per address per window
+GLOBAL_FAILURES_ALLOWED = 20  # wrong passwords from everyone together per window
 FAILURE_WINDOW = 60.0
+MAX_ADDRESSES = 10_000
 
 
 def _digest(value: str) -> str:
@@ -83,14 +86,22 @@ def consume_login_key(data_dir: Path, key: str) -> str | None:
 
 
 class LoginSessions:
-    """Live browser sessions, by the SHA-256 of their cookie value."""
+    """Live browser sessions, by the SHA-256 of their cookie value, each with the SHA-256 of its
+    page key.
+
+    The cookie alone authorises nothing but the static pages: browsers send cookies for
+    127.0.0.1 to every port on it, so any local service (or a sub-agent's page) could replay
+    one. The page key is handed to the page once, at login (in the URL fragment or the JSON
+    answer), kept in the origin's ``localStorage`` and sent as ``X-Iris-Page-Key`` (and in the
+    socket's ``hello``): another port is another origin and never sees it.
+    """
 
     def __init__(self, data_dir: Path) -> None:
         self._path = data_dir / "webui" / "sessions.json"
         self._lock = threading.Lock()
-        self._live: dict[str, float] = self._load()
+        self._live: dict[str, tuple[float, str]] = self._load()
 
-    def _load(self) -> dict[str, float]:
+    def _load(self) -> dict[str, tuple[float, str]]:
         try:
             raw = json.loads(self._path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -98,32 +109,52 @@ class LoginSessions:
         if not isinstance(raw, dict):
             return {}
         now = time.time()
-        return {
-            k: float(v)
-            for k, v in raw.items()
-            if isinstance(k, str) and isinstance(v, (int, float)) and v > now
-        }
+        live: dict[str, tuple[float, str]] = {}
+        for k, v in raw.items():
+            # Sessions from before page keys (a bare expiry) are dropped: log in again.
+            if not isinstance(k, str) or not isinstance(v, dict):
+                continue
+            expires, page = v.get("expires"), v.get("page_key")
+            if isinstance(expires, (int, float)) and expires > now and isinstance(page, str):
+                live[k] = (float(expires), page)
+        return live
 
     def _save(self) -> None:
         # Called with the lock held.
         private_dir(self._path.parent)
-        write_private_file(self._path, json.dumps(self._live).encode())
+        data = {k: {"expires": e, "page_key": p} for k, (e, p) in self._live.items()}
+        write_private_file(self._path, json.dumps(data).encode())
 
-    def create(self) -> str:
+    def create(self) -> tuple[str, str]:
+        """A new session: ``(cookie value, page key)``; only their digests are kept."""
         token = secrets.token_urlsafe(32)
+        page_key = secrets.token_urlsafe(32)
         with self._lock:
             now = time.time()
-            self._live = {k: v for k, v in self._live.items() if v > now}
-            self._live[_digest(token)] = now + SESSION_TTL
+            self._live = {k: v for k, v in self._live.items() if v[0] > now}
+            self._live[_digest(token)] = (now + SESSION_TTL, _digest(page_key))
             self._save()
-        return token
+        return token, page_key
+
+    def _record(self, token: str | None) -> tuple[float, str] | None:
+        if not token or len(token) > 200:
+            return None
+        with self._lock:
+            record = self._live.get(_digest(token))
+        if record is None or record[0] <= time.time():
+            return None
+        return record
 
     def valid(self, token: str | None) -> bool:
-        if not token or len(token) > 200:
+        """The cookie names a live session (enough for the static pages only)."""
+        return self._record(token) is not None
+
+    def authorised(self, token: str | None, page_key: str | None) -> bool:
+        """The cookie names a live session and ``page_key`` is that session's key."""
+        record = self._record(token)
+        if record is None or not page_key or len(page_key) > 200:
             return False
-        with self._lock:
-            expires = self._live.get(_digest(token))
-        return expires is not None and expires > time.time()
+        return hmac.compare_digest(_digest(page_key), record[1])
 
     def revoke(self, token: str | None) -> None:
         if not token:
@@ -133,39 +164,60 @@ class LoginSessions:
                 self._save()
 
 
+def session_digest(token: str) -> str:
+    """How a session is named in memory (open sockets remember it, for signing out)."""
+    return _digest(token)
+
+
 class PasswordGate:
-    """The optional password, with a per-address limit on wrong guesses."""
+    """The optional password, with a limit on wrong guesses per address and overall.
+
+    Checking and recording happen under one lock, so parallel guesses cannot slip past the
+    limit; the overall cap holds when the guesses come from many addresses (or through a local
+    proxy, where every address is the same anyway). Memory is bounded: timestamps older than
+    the window are dropped, and so are addresses with none left.
+    """
 
     def __init__(self, password: str | None) -> None:
         self._password = password
         self._failures: dict[str, deque[float]] = {}
+        self._all: deque[float] = deque()
         self._lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
         return self._password is not None
 
-    def blocked(self, address: str) -> bool:
-        with self._lock:
-            recent = self._recent(address)
-            return len(recent) >= FAILURES_ALLOWED
-
-    def check(self, address: str, candidate: str) -> bool:
+    def attempt(self, address: str, candidate: str) -> str | None:
+        """None when ``candidate`` is the password; else ``rate_limited`` (not even compared)
+        or ``invalid_password`` (and the failure counts)."""
         if self._password is None:
-            return False
-        ok = hmac.compare_digest(candidate.encode("utf-8"), self._password.encode("utf-8"))
-        if not ok:
-            with self._lock:
-                self._recent(address).append(time.monotonic())
-                if len(self._failures) > 10_000:  # many addresses: forget the quiet ones
-                    for quiet in [a for a, q in self._failures.items() if not q]:
-                        del self._failures[quiet]
-        return ok
+            return "password_disabled"
+        with self._lock:
+            now = time.monotonic()
+            self._prune(now)
+            recent = self._failures.get(address)
+            if len(self._all) >= GLOBAL_FAILURES_ALLOWED or (
+                recent is not None and len(recent) >= FAILURES_ALLOWED
+            ):
+                return "rate_limited"
+            given = candidate.encode("utf-8", "surrogatepass")
+            if hmac.compare_digest(given, self._password.encode("utf-8", "surrogatepass")):
+                return None
+            if len(self._failures) >= MAX_ADDRESSES and address not in self._failures:
+                return "rate_limited"  # (cannot happen: the global cap is far lower)
+            self._failures.setdefault(address, deque()).append(now)
+            self._all.append(now)
+            return "invalid_password"
 
-    def _recent(self, address: str) -> deque[float]:
+    def _prune(self, now: float) -> None:
         # Called with the lock held.
-        queue = self._failures.setdefault(address, deque())
-        cutoff = time.monotonic() - FAILURE_WINDOW
-        while queue and queue[0] < cutoff:
-            queue.popleft()
-        return queue
+        cutoff = now - FAILURE_WINDOW
+        while self._all and self._all[0] < cutoff:
+            self._all.popleft()
+        for address in list(self._failures):
+            queue = self._failures[address]
+            while queue and queue[0] < cutoff:
+                queue.popleft()
+            if not queue:
+                del self._failures[address]

@@ -1,9 +1,12 @@
 """Reply plumbing for one run in one Web UI conversation (the engine's ``MessageContext``).
 
-Everything a run says becomes frames for every socket open on its channel: ``reply`` (the whole
-text so far, each time: a tab that joins late still shows it all), ``status``, ``tool`` cards and
-``file`` offers. The final ``reply`` is not sent from here: the transport sends it when the run's
-ticket resolves, because only then is the run's status (completed, stopped, error) known.
+Everything a run says becomes frames for every socket open on its channel: ``run`` (started),
+``reply`` (the whole text so far, each time: a tab that joins late still shows it all),
+``status``, ``tool`` cards and ``file`` offers, each with the run's number (``"run": N``,
+increasing per channel), so the page puts every frame in its own turn even when a queued
+message's echo and the previous run's last frames cross. The final ``reply`` is not sent from
+here: the transport sends it when the run's ticket resolves, because only then is the run's
+status (completed, stopped, error) known.
 
 While the model writes, its text streams in too (the engine's optional ``on_text_delta``):
 ``reply`` frames with the text so far, at most one per ``STREAM_INTERVAL`` (the first of each
@@ -49,6 +52,8 @@ class WebContext:
         channel_name: str | None,
         channels: list[ChannelInfo],
         users: list[UserInfo],
+        run: int = 0,
+        secrets: tuple[str, ...] = (),
         on_start: Callable[[], None] | None = None,
     ) -> None:
         self.transport_id = TRANSPORT_ID
@@ -63,6 +68,8 @@ class WebContext:
         self._sessions = sessions
         self._data_dir = data_dir
         self._on_start = on_start
+        self.run = run
+        self._secrets = secrets
         self._parts: list[str] = []
         self._streaming: list[str] = []  # the turn in progress, as it streams
         self._streamed_at: float | None = None  # when it was last shown (None: not this turn)
@@ -74,7 +81,7 @@ class WebContext:
         return self.message.channel
 
     def _send(self, frame: dict[str, Any]) -> None:
-        self._broadcast(self.channel, frame)
+        self._broadcast(self.channel, {**frame, "run": self.run})
 
     # -- what the run says ----------------------------------------------------------------------
 
@@ -136,6 +143,7 @@ class WebContext:
         if working:
             if self._on_start is not None:
                 self._on_start()
+            self._send({"type": "run", "state": "started"})
             self._send({"type": "status", "text": "Thinking…"})
 
     def set_status(self, text: str) -> None:
@@ -159,7 +167,7 @@ class WebContext:
     def _tool(self, event: ToolEvent) -> None:
         with self._lock:
             self._end_turn()  # a turn without text (or a silent one) ends in tool calls
-        frame = tool_frame(event)
+        frame = tool_frame(event, self._secrets)
         if event.phase == "end":
             card = {k: v for k, v in frame.items() if k not in {"type", "phase"}}
             try:

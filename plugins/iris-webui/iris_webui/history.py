@@ -5,6 +5,10 @@ and markers. This transport adds ``webui_tool`` (a finished tool card), ``webui_
 the agent attached) and ``webui_post`` (a message posted to the channel from outside a run, e.g.
 an escalation); they belong to the reply that follows them. Nothing else is kept: reloading a
 page shows exactly what the log holds.
+
+The log is read as untrusted: a field of the wrong type is ignored (never a 500), cards and
+files left without a reply (a run cut off by a crash) close into an interrupted turn before the
+next user message, and trailing ones are "running" only while the engine runs the channel.
 """
 
 from __future__ import annotations
@@ -73,8 +77,11 @@ def list_sessions(data_dir: Path) -> list[dict[str, Any]]:
 
 
 def _files_of(channel: str, entry: dict[str, Any]) -> list[dict[str, str]]:
-    out = []
-    for local in entry.get("attachments") or []:
+    out: list[dict[str, str]] = []
+    attachments = entry.get("attachments")
+    if not isinstance(attachments, list):
+        return out
+    for local in attachments:
         if not isinstance(local, str):
             continue
         owner, _, relative = local.partition("/")
@@ -88,8 +95,19 @@ def _files_of(channel: str, entry: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def conversation(sessions: SessionStore, channel: str) -> list[dict[str, Any]]:
-    """``[{"role","text","ts","tools","files"}]`` in order (plus ``"status"`` on replies)."""
+def _cut_off(
+    tools: list[dict[str, Any]], files: list[dict[str, str]], status: str
+) -> dict[str, Any]:
+    """A turn with cards or files but no reply (yet)."""
+    return {"role": "assistant", "text": "", "ts": None, "tools": tools, "files": files,
+            "status": status}  # fmt: skip
+
+
+def conversation(
+    sessions: SessionStore, channel: str, *, running: bool = False
+) -> list[dict[str, Any]]:
+    """``[{"role","text","ts","tools","files"}]`` in order (plus ``"status"`` on replies).
+    ``running``: the engine runs the channel now, so trailing cards belong to a live run."""
     messages: list[dict[str, Any]] = []
     tools: list[dict[str, Any]] = []
     files: list[dict[str, str]] = []
@@ -97,14 +115,20 @@ def conversation(sessions: SessionStore, channel: str) -> list[dict[str, Any]]:
     for entry in sessions.entries(channel):
         kind = entry.get("type")
         ts = entry.get("ts")
+        if not isinstance(ts, (str, int, float)) or isinstance(ts, bool):
+            ts = None
         if kind == "webui_tool" and isinstance(entry.get("card"), dict):
             tools.append(entry["card"])
         elif kind == "webui_file" and isinstance(entry.get("path"), str):
+            name = entry.get("name")
             files.append(
-                {"name": str(entry.get("name") or ""), "url": file_url(channel, entry["path"])}
+                {
+                    "name": name if isinstance(name, str) else "",
+                    "url": file_url(channel, entry["path"]),
+                }
             )
         elif kind == "webui_post" and isinstance(entry.get("text"), str):
-            post_id = str(entry.get("id") or "")
+            post_id = str(entry["id"]) if isinstance(entry.get("id"), str) else ""
             if post_id in posts:  # an update: the message changes in place
                 posts[post_id]["text"] = entry["text"]
                 continue
@@ -118,9 +142,13 @@ def conversation(sessions: SessionStore, channel: str) -> list[dict[str, Any]]:
             }
             posts[post_id] = message
             messages.append(message)
-        elif kind == "message" and entry.get("role") in {"user", "assistant"}:
+        # (A tuple, not a set: a hostile unhashable role, a list, must not raise.)
+        elif kind == "message" and entry.get("role") in ("user", "assistant"):
             text = entry.get("text") if isinstance(entry.get("text"), str) else ""
             if entry["role"] == "user":
+                if tools or files:  # the run before never logged its reply: it was cut off
+                    messages.append(_cut_off(tools, files, "error"))
+                    tools, files = [], []
                 messages.append(
                     {
                         "role": "user",
@@ -146,16 +174,7 @@ def conversation(sessions: SessionStore, channel: str) -> list[dict[str, Any]]:
             )
             tools, files = [], []
     if tools or files:  # a run still going (or cut off): show what it did so far
-        messages.append(
-            {
-                "role": "assistant",
-                "text": "",
-                "ts": None,
-                "tools": tools,
-                "files": files,
-                "status": "running",
-            }
-        )
+        messages.append(_cut_off(tools, files, "running" if running else "error"))
     return messages
 
 

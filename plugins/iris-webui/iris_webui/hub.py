@@ -56,10 +56,11 @@ class ReaderThread(threading.Thread):
 class Client:
     """One open browser socket on one channel."""
 
-    def __init__(self, ws: Any, channel: str, agent: str | None) -> None:
+    def __init__(self, ws: Any, channel: str, agent: str | None, login: str = "") -> None:
         self.ws = ws
         self.channel = channel
         self.agent = agent
+        self.login = login  # the digest of the session that opened it (signing out closes it)
         self.accepts_messages = True  # False after an unknown ?agent=
         self._cond = threading.Condition()
         self._pending: deque[str] = deque()
@@ -163,6 +164,16 @@ class Hub:
             if channel is not None:
                 return len(self._by_channel.get(channel, ()))
             return sum(len(c) for c in self._by_channel.values())
+
+    def close_login(
+        self, login: str, code: int = POLICY_VIOLATION, reason: str = "signed out"
+    ) -> int:
+        """Close every socket a session opened (it signed out)."""
+        with self._lock:
+            theirs = [c for cs in self._by_channel.values() for c in cs if c.login == login]
+        for client in theirs:
+            client.close(code, reason)
+        return len(theirs)
 
     def close_all(self, code: int = GOING_AWAY, reason: str = "Iris is restarting") -> None:
         with self._lock:

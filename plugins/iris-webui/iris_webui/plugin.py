@@ -3,12 +3,15 @@
 registers no transport.
 
 ``issue_login_link`` is called by ``iris serve`` (the gunicorn master) before it forks: it makes
-the one-time login key and returns the line to print.
+the one-time login key and returns the line to print; ``iris webui link`` (``cli``) prints a
+fresh link any time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+import click
 
 from iris_runtime import hookimpl
 from iris_runtime.config import Settings
@@ -42,7 +45,7 @@ def register_blueprints(register: Callable[..., None]) -> None:
     register(blueprint, surface="webui")
 
 
-@hookimpl
+@hookimpl(tryfirst=True)  # the pinned router must be in place before anything is routed
 def engine_started(engine: Engine) -> None:
     transport = next((t for t in engine.transports.all() if t.transport_id == TRANSPORT_ID), None)
     if transport is None:
@@ -58,9 +61,24 @@ def engine_started(engine: Engine) -> None:
     engine.add_router(PinnedAgentRouter(transport, registry, mentions))
 
 
+@hookimpl
+def register_commands(cli: click.Group) -> None:
+    from iris_webui.cli import webui
+
+    cli.add_command(webui)
+
+
 def issue_login_link(settings: Settings) -> str | None:
     """The "Web UI: <link>" line ``iris serve`` prints, with a fresh one-time key (only its
     digest is stored); None when the Web UI is off."""
+    url = login_url(settings)
+    # One line in exactly this shape: people and tests look for "Web UI: <url>".
+    return None if url is None else f"Web UI: {url}"
+
+
+def login_url(settings: Settings) -> str | None:
+    """A login link with a fresh one-time key (it replaces any earlier key); None when the Web
+    UI is off."""
     if not settings.webui_port:
         return None
     from iris_webui.auth import issue_login_key
@@ -71,5 +89,4 @@ def issue_login_link(settings: Settings) -> str | None:
         host = "127.0.0.1"
     elif ":" in host:
         host = f"[{host}]"
-    # One line in exactly this shape: people and tests look for "Web UI: <url>".
-    return f"Web UI: http://{host}:{settings.webui_port}/login?key={key}"
+    return f"http://{host}:{settings.webui_port}/login?key={key}"

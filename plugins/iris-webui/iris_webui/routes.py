@@ -2,9 +2,16 @@
 
 Pages: ``/`` (the chat, once logged in), ``/login`` (the page; ``?key=`` exchanges a one-time
 key for a session cookie), ``POST /login`` (the password), ``POST /logout``, ``/static/…``.
-JSON under ``/api/`` needs the session cookie; calls that change something also need the page's
-own ``Origin`` and a JSON or multipart body (a cross-site form can send neither). The WebSocket
-``/ws?session=<id>[&agent=<name>]`` checks the cookie and the Origin before upgrading.
+JSON under ``/api/`` needs the session cookie and the session's page key (header
+``X-Iris-Page-Key``); calls that change something also need the page's own ``Origin`` and a JSON
+or multipart body (a cross-site form can send neither). The WebSocket
+``/ws?session=<id>[&agent=<name>]`` checks the cookie and the Origin before upgrading, and then
+wants ``{"type": "hello", "page_key": …}`` as its first frame. The cookie alone opens only the
+static pages: browsers send 127.0.0.1's cookies to every port on it (see ``auth``).
+
+Every request must name the Web UI by a Host it knows (loopback names and ``IRIS_API_HOST`` with
+the Web UI's port, plus ``IRIS_WEBUI_ALLOWED_HOSTS``): a DNS-rebinding page, whose Host is its
+own domain, gets 421 before any route runs.
 
 Every response carries a strict Content-Security-Policy (no inline script or style), and
 ``X-Frame-Options: DENY``, ``Referrer-Policy: no-referrer`` (a login link's key never leaves in
@@ -39,9 +46,9 @@ from iris_runtime.agents.registry import registry_for
 from iris_runtime.engine.channels import resolve_channel_dir
 from iris_runtime.errors import EngineStopping, IrisError, NotFound
 from iris_runtime.web.errors import error_response
-from iris_webui.auth import COOKIE_NAME, SESSION_TTL, consume_login_key
+from iris_webui.auth import COOKIE_NAME, SESSION_TTL, consume_login_key, session_digest
 from iris_webui.history import conversation, list_sessions
-from iris_webui.hub import MESSAGE_TOO_BIG, Client, ReaderThread, WakeEvent
+from iris_webui.hub import MESSAGE_TOO_BIG, POLICY_VIOLATION, Client, ReaderThread, WakeEvent
 from iris_webui.transport import WebTransport
 from iris_webui.uploads import attachment_name, channel_of, resolve_served, save_upload
 
@@ -55,6 +62,8 @@ MAX_AGENT_CHARS = 64  # agent names are at most 63; a longer ?agent= is unknown 
 HARD_FRAME_LIMIT = 1024 * 1024  # simple-websocket drops the connection itself beyond this
 RESERVED_THREADS = 8  # gunicorn threads never taken by sockets (pages, API, uploads)
 PING_SECONDS = 25.0  # keeps idle sockets alive through proxies and finds dead browsers
+HELLO_SECONDS = 10.0  # for a new socket's first frame, the hello with the page key
+PAGE_KEY_HEADER = "X-Iris-Page-Key"
 UPLOAD_OVERHEAD = 64 * 1024  # multipart framing around the file
 DRAIN_LIMIT = 64 * 1024 * 1024  # of a refused upload, read and dropped to keep the connection
 INLINE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
@@ -108,7 +117,12 @@ def _session_cookie() -> str | None:
 
 
 def _logged_in() -> bool:
+    """The cookie is a live session's: enough for the static pages, nothing else."""
     return _transport().logins.valid(_session_cookie())
+
+
+def _page_key_ok(page_key: str | None) -> bool:
+    return _transport().logins.authorised(_session_cookie(), page_key)
 
 
 def _own_origin() -> str:
@@ -132,6 +146,10 @@ def api(*, changes: bool = False) -> Callable[[F], F]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if not _logged_in():
                 return error_response("log in first", "unauthorized", 401)
+            if not _page_key_ok(request.headers.get(PAGE_KEY_HEADER)):
+                return error_response(
+                    "this page has no key for the session; log in again", "page_key_required", 401
+                )
             if changes:
                 if not _same_origin():
                     return error_response("cross-origin request refused", "bad_origin", 403)
@@ -145,6 +163,17 @@ def api(*, changes: bool = False) -> Callable[[F], F]:
         return cast(F, wrapper)
 
     return decorate
+
+
+@blueprint.before_app_request
+def _guard_host() -> Response | None:
+    """DNS rebinding: a foreign page whose domain now resolves to 127.0.0.1 is same-origin with
+    itself, and its requests name its own domain in Host. Only our own names are answered."""
+    if request.host.lower() in _transport().config.allowed_hosts:
+        return None
+    return error_response(
+        "unknown Host; add it to IRIS_WEBUI_ALLOWED_HOSTS to use it", "misdirected_request", 421
+    )
 
 
 @blueprint.before_app_request
@@ -186,8 +215,10 @@ def _to_login(error: str | None = None) -> Response:
     return cast(Response, redirect("/login" + (f"?error={error}" if error else ""), code=303))
 
 
-def _logged_in_response(target: Response) -> Response:
-    token = _transport().logins.create()
+def _logged_in_response(page_key_target: Callable[[str], Response]) -> Response:
+    """A new session: its cookie on the answer ``page_key_target`` makes with its page key."""
+    token, page_key = _transport().logins.create()
+    target = page_key_target(page_key)
     target.set_cookie(
         COOKIE_NAME,
         token,
@@ -218,7 +249,13 @@ def login_page() -> Response:
     if problem is not None:
         log.warning("a Web UI login link was refused (%s)", problem)
         return _to_login(problem)
-    return _logged_in_response(cast(Response, redirect("/", code=303)))
+    return _logged_in_response(_home_with_key)
+
+
+def _home_with_key(page_key: str) -> Response:
+    # In the fragment: never sent to any server, never in a Referer; the page moves it into
+    # localStorage and strips it from the address bar.
+    return cast(Response, redirect(f"/#k={page_key}", code=303))
 
 
 @blueprint.get("/login/options")
@@ -239,23 +276,43 @@ def login_password() -> Response | tuple[Response, int]:
     if not gate.enabled:
         return refuse("password login is off (IRIS_WEBUI_PASSWORD)", "password_disabled", 400)
     address = _client_address()
-    if gate.blocked(address):
-        return refuse("too many wrong passwords; wait a minute", "rate_limited", 429)
     body = request.get_json(silent=True) if wants_json else None
-    candidate = (body or {}).get("password") if wants_json else request.form.get("password")
-    if not isinstance(candidate, str) or not gate.check(address, candidate):
+    candidate = body.get("password") if isinstance(body, dict) else None
+    if not wants_json:
+        candidate = request.form.get("password")
+    if not isinstance(candidate, str) or not _is_text(candidate):
+        # e.g. a lone surrogate escaped in JSON ("\ud800"): no password is that
+        return refuse("the password must be text", "invalid_password", 400)
+    problem = gate.attempt(address, candidate)
+    if problem == "rate_limited":
+        return refuse("too many wrong passwords; wait a minute", "rate_limited", 429)
+    if problem is not None:
         log.warning("a wrong Web UI password from %s", address)
         return refuse("wrong password", "invalid_password", 401)
     if wants_json:
-        return _logged_in_response(jsonify({"ok": True}))
-    return _logged_in_response(cast(Response, redirect("/", code=303)))
+        return _logged_in_response(lambda key: jsonify({"ok": True, "page_key": key}))
+    return _logged_in_response(_home_with_key)
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @blueprint.post("/logout")
 def logout() -> Response:
     if not _same_origin():
         return error_response("cross-origin request refused", "bad_origin", 403)
-    _transport().logins.revoke(_session_cookie())
+    transport = _transport()
+    cookie = _session_cookie()
+    if transport.logins.valid(cookie):
+        assert cookie is not None
+        transport.logins.revoke(cookie)
+        # Its open sockets were let in by the session that just ended: they end too.
+        transport.hub.close_login(session_digest(cookie))
     response = jsonify({"ok": True}) if request.is_json else _to_login("signed_out")
     response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="Strict")
     return response
@@ -291,7 +348,10 @@ def _existing(session: str) -> str:
 @api()
 def sessions_history(session: str) -> Response:
     channel = _existing(session)
-    return jsonify({"id": session, "messages": conversation(_transport().engine.sessions, channel)})
+    transport = _transport()
+    running = transport.engine.is_running(channel)
+    messages = conversation(transport.engine.sessions, channel, running=running)
+    return jsonify({"id": session, "messages": messages})
 
 
 @blueprint.get("/api/agents")
@@ -354,7 +414,9 @@ def websocket(ws: Any) -> None:
     transport = _transport()
     session = request.args["session"]
     agent = (request.args.get("agent") or "").strip().lower()[:MAX_AGENT_CHARS] or None
-    client = Client(ws, channel_of(session), agent)
+    if not _hello(ws):
+        return
+    client = Client(ws, channel_of(session), agent, session_digest(_session_cookie() or ""))
     if not transport.hub.add(client):
         ws.close(reason=1001, message="Iris is restarting")
         return
@@ -373,6 +435,39 @@ def websocket(ws: Any) -> None:
         client.serve(lambda c, data: _on_frame(transport, c, data))
     finally:
         transport.hub.remove(client)
+
+
+def _hello(ws: Any) -> bool:
+    """The socket's first frame must be ``{"type": "hello", "page_key": …}`` with the session's
+    page key, within ``HELLO_SECONDS``; anything else closes it (1008) before ``ready``."""
+    from simple_websocket import ConnectionClosed  # type: ignore[import-untyped]
+
+    try:
+        data = ws.receive(timeout=HELLO_SECONDS)
+    except ConnectionClosed:
+        return False
+    frame = _parse(data)
+    key = frame.get("page_key") if frame is not None and frame.get("type") == "hello" else None
+    if isinstance(key, str) and _page_key_ok(key):
+        return True
+    refusal = _error("page_key_required", "send a hello frame with this page's key first")
+    try:
+        ws.send(json.dumps(refusal))
+        ws.close(reason=POLICY_VIOLATION, message="page key required")
+    except ConnectionClosed:
+        pass
+    return False
+
+
+def _parse(data: Any) -> dict[str, Any] | None:
+    """A client frame as a JSON object, or None (not text, too big, not JSON, too deep)."""
+    if not isinstance(data, str) or len(data) > MAX_FRAME_BYTES:
+        return None
+    try:
+        frame = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return frame if isinstance(frame, dict) else None
 
 
 def _registered(transport: WebTransport, agent: str) -> bool:
@@ -404,7 +499,7 @@ def _on_frame(transport: WebTransport, client: Client, data: Any) -> None:
         return
     try:
         frame = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: "[[[[…" a few thousand deep
         frame = None
     if not isinstance(frame, dict):
         client.send(_error("invalid_frame", "a frame is a JSON object with a 'type'"))

@@ -73,6 +73,8 @@ class WebTransport:
         self._queued: dict[str, set[str]] = {}  # channel -> ts of messages waiting for a run
         self._channel_locks: dict[str, threading.Lock] = {}
         self._ts = itertools.count()
+        self._runs: dict[str, int] = {}  # channel -> the number of its latest run
+        self._run_of: dict[tuple[str, str], int] = {}  # (channel, ts) -> its run's number
         self._watch: int | None = None
 
     def __repr__(self) -> str:
@@ -129,16 +131,17 @@ class WebTransport:
         Open sockets see it (a ``user`` frame marked ``event``) and its run like any other."""
         self._check(event.channel)
         with self._channel_lock(event.channel):
+            will_wait = self.engine.is_running(event.channel)
             try:
                 ticket = self.engine.submit(self, event, is_event=True, lane="events")
             except QueueFull as exc:
                 log.warning("refusing an event for %s: %s", event.channel, exc.message)
                 return False
-            self.hub.broadcast(
-                event.channel,
-                {"type": "user", "text": event.text, "files": [], "event": True},
-            )
-        self._follow(event.channel, ticket)
+            echo: dict[str, Any] = {"type": "user", "text": event.text, "files": [], "event": True}
+            if will_wait:
+                echo["queued"] = True
+            self.hub.broadcast(event.channel, echo)
+        self._follow(event.channel, event.ts, ticket)
         return True
 
     def create_context(
@@ -151,6 +154,9 @@ class WebTransport:
                 waiting.discard(event.ts)
                 if not waiting:
                     del self._queued[channel]
+            run = self._runs.get(channel, 0) + 1
+            self._runs[channel] = run
+            self._run_of[(channel, event.ts)] = run
         channels = self.channels()
         name = next((c.name for c in channels if c.id == channel), None)
         return WebContext(
@@ -162,6 +168,8 @@ class WebTransport:
             channel_name=name,
             channels=channels,
             users=[],
+            run=run,
+            secrets=self.config.secrets,
             on_start=lambda: self._after_echo(channel),
         )
 
@@ -184,7 +192,7 @@ class WebTransport:
             ts=ts,
             attachments=attachments,
         )
-        echo = {
+        echo: dict[str, Any] = {
             "type": "user",
             "text": text,
             "files": [{"name": a.name, "url": _url_of(a)} for a in attachments],
@@ -208,6 +216,8 @@ class WebTransport:
                     }
                 )
                 return
+            if will_wait:
+                echo["queued"] = True
             self.hub.broadcast(channel, echo)
             if will_wait:
                 with self._lock:
@@ -215,29 +225,40 @@ class WebTransport:
                     waiting.add(ts)
                     position = len(waiting)
                 self.hub.broadcast(channel, {"type": "queued", "position": position})
-        self._follow(channel, ticket)
+        self._follow(channel, ts, ticket)
 
     def stop_run(self, channel: str) -> bool:
         return self.engine.handle_stop(channel)
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _follow(self, channel: str, ticket: RunTicket) -> None:
-        ticket.add_done_callback(lambda result: self._finished(channel, result))
+    def _follow(self, channel: str, ts: str, ticket: RunTicket) -> None:
+        ticket.add_done_callback(lambda result: self._finished(channel, ts, result))
 
-    def _finished(self, channel: str, result: RunResult) -> None:
+    def _finished(self, channel: str, ts: str, result: RunResult) -> None:
         status = STATUSES.get(result.status, "error")
+        with self._lock:
+            run = self._run_of.pop((channel, ts), None)
+            if run is None:  # ended before it started (refused, or Iris stopping): a number still
+                run = self._runs.get(channel, 0) + 1
+                self._runs[channel] = run
         if result.error_code == "route_failed":
             # The bridge's own words (the agent is down, refused, timed out): shown as an error.
             self.hub.broadcast(
                 channel,
-                {"type": "error", "code": "agent_unreachable", "message": result.error or ""},
+                {
+                    "type": "error",
+                    "code": "agent_unreachable",
+                    "message": result.error or "",
+                    "run": run,
+                },
             )
         frame: dict[str, Any] = {
             "type": "reply",
             "text": result.text,
             "final": True,
             "status": status,
+            "run": run,
         }
         if result.agent:
             frame["agent"] = result.agent

@@ -24,7 +24,7 @@ ATTACHMENTS_DIR = "attachments"
 FILES_DIR = "files"
 SERVED_DIRS = (ATTACHMENTS_DIR, FILES_DIR)
 CHUNK = 64 * 1024
-MAX_NAME_CHARS = 120
+MAX_NAME_BYTES = 180  # + the "<stamp>-<n>_" prefix (<= 20): the engine's 200-byte cap
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _UNSAFE = re.compile(r"[^\w.+ ()\[\]-]+")
 
@@ -52,15 +52,23 @@ def session_of(channel: str) -> str | None:
 
 def safe_name(name: str) -> str:
     """A harmless file name from whatever a browser or a tool said: the last path component,
-    odd characters replaced, no leading dots, at most 120 characters."""
+    odd characters replaced, no leading dots, at most ``MAX_NAME_BYTES`` in UTF-8: names are
+    capped in bytes (the engine's channel paths allow 200 with the ``<stamp>_`` prefix), and
+    95 Cyrillic letters are 190 bytes, so a character count would not do."""
     base = unicodedata.normalize("NFC", name).replace("\\", "/").rsplit("/", 1)[-1]
     base = _UNSAFE.sub("_", base).strip(" ._")
     base = base.replace("..", "_")
-    if len(base) > MAX_NAME_CHARS:  # keep a short extension: it tells people what the file is
+    if _bytes(base) > MAX_NAME_BYTES:  # keep a short extension: it tells people what the file is
         stem, dot, ext = base.rpartition(".")
-        keep = dot + ext if stem and len(ext) <= 16 else ""
-        base = base[: MAX_NAME_CHARS - len(keep)].rstrip(" ._") + keep
+        keep = dot + ext if stem and _bytes(ext) <= 16 else ""
+        room = MAX_NAME_BYTES - _bytes(keep)
+        cut = base.encode("utf-8", "replace")[:room].decode("utf-8", "ignore")
+        base = cut.rstrip(" ._") + keep
     return base or "file"
+
+
+def _bytes(text: str) -> int:
+    return len(text.encode("utf-8", "replace"))
 
 
 def store_path(data_dir: Path, channel: str, folder: str, name: str) -> Path:

@@ -21,6 +21,7 @@ import websocket
 
 from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
 
+PAGE_KEY_HEADER = "X-Iris-Page-Key"
 LOGIN_LINK = re.compile(r"Web UI: (http://\S+/login\?key=(\S+))")
 DEADLINE = 30.0  # seconds for an awaited frame to arrive: a bound on a hang, not a timing
 
@@ -102,10 +103,29 @@ class WebIris:
         return session
 
     def login(self) -> requests.Session:
+        """Logged in like the page: the cookie, and the page key from the redirect's fragment
+        sent on every request (``X-Iris-Page-Key``) and in each socket's hello."""
         http = self.http()
         reply = http.get(f"{self.url}/login", params={"key": self.login_key()}, timeout=30)
         assert reply.status_code == 200, reply.text  # followed the redirect to the chat page
         assert http.cookies.get("iris_webui")
+        location = reply.history[0].headers["Location"]
+        assert location.startswith("/#k="), location
+        http.headers[PAGE_KEY_HEADER] = location.removeprefix("/#k=")
+        return http
+
+    def login_with_password_or_link(self) -> requests.Session:
+        """A second, separate login (another browser): a fresh link through the CLI."""
+        env = clean_environment(IRIS_DATA_DIR=str(self.server.data_dir))
+        env["IRIS_WEBUI_PORT"] = str(self.port)
+        done = run_iris("webui", "link", env=env)
+        assert done.returncode == 0, done.stderr
+        key = done.stdout.strip().rsplit("key=", 1)[-1]
+        http = self.http()
+        reply = http.get(f"{self.url}/login", params={"key": key}, timeout=30)
+        assert reply.status_code == 200, reply.text
+        location = reply.history[0].headers["Location"]
+        http.headers[PAGE_KEY_HEADER] = location.removeprefix("/#k=")
         return http
 
     def new_session(self, http: requests.Session) -> str:
@@ -121,7 +141,9 @@ class WebIris:
         agent: str | None = None,
         origin: str | None = None,
         cookie: bool = True,
+        hello: bool = True,
     ) -> Socket:
+        """A socket on ``session``; with ``hello`` its first frame is the page key's hello."""
         query = f"session={session}" + (f"&agent={agent}" if agent else "")
         headers = {}
         if cookie:
@@ -134,6 +156,8 @@ class WebIris:
         )
         sock = Socket(ws)
         self.sockets.append(sock)
+        if hello:
+            sock.send({"type": "hello", "page_key": http.headers.get(PAGE_KEY_HEADER, "")})
         return sock
 
     def until_connected(self, http: requests.Session, session: str) -> Socket:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 import requests
 import websocket
-from server_harness import WebIris
+from server_harness import PAGE_KEY_HEADER, WebIris
 
 PASSWORD = "correct horse battery staple"  # noqa: S105 (a test's own password)
 CSP = (
@@ -29,7 +29,9 @@ def test_the_login_link_works_once(start_web_iris: Callable[..., WebIris]) -> No
     key = web.login_key()
     http = web.http()
     reply = http.get(f"{web.url}/login", params={"key": key}, allow_redirects=False, timeout=30)
-    assert reply.status_code == 303 and reply.headers["Location"] == "/"
+    # The page key travels in the fragment (never sent to a server, never in a Referer).
+    assert reply.status_code == 303 and reply.headers["Location"].startswith("/#k=")
+    assert len(reply.headers["Location"]) > len("/#k=") + 40
     cookie = reply.headers["Set-Cookie"]
     assert cookie.startswith("iris_webui=")
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
@@ -119,8 +121,22 @@ def test_password_login_is_rate_limited(start_web_iris: Callable[..., WebIris]) 
     ok = http.post(
         f"{web.url}/login", data={"password": PASSWORD}, allow_redirects=False, timeout=30
     )
-    assert ok.status_code == 303 and ok.headers["Location"] == "/"
-    assert http.get(f"{web.url}/api/sessions", timeout=30).status_code == 200
+    assert ok.status_code == 303 and ok.headers["Location"].startswith("/#k=")
+    page_key = ok.headers["Location"].removeprefix("/#k=")
+    keyed = {PAGE_KEY_HEADER: page_key}
+    assert http.get(f"{web.url}/api/sessions", headers=keyed, timeout=30).status_code == 200
+    as_json = web.http().post(f"{web.url}/login", json={"password": PASSWORD}, timeout=30)
+    assert as_json.status_code == 200 and as_json.json()["ok"] is True
+    assert as_json.json()["page_key"] not in (page_key, "")
+
+    # A lone surrogate in a JSON password is a bad request, not a server error.
+    odd = web.http().post(
+        f"{web.url}/login",
+        data='{"password": "\\ud800"}',
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert odd.status_code == 400 and odd.json()["code"] == "invalid_password"
 
     codes = []
     for _ in range(5):
@@ -167,3 +183,64 @@ def test_pages_carry_the_security_headers_and_never_the_api_token(
     bodies += [str(f) for f in [*sock.frames, *frames]]
     bodies += [str(c.value) for c in http.cookies]
     assert not [b for b in bodies if token in b]
+
+
+def test_the_cookie_alone_opens_nothing_but_pages(start_web_iris: Callable[..., WebIris]) -> None:
+    """Browsers send 127.0.0.1's cookies to every port on it: a local service that replays the
+    cookie must still be refused by the API and the socket without the page key."""
+    web = start_web_iris()
+    http = web.login()
+    session = web.new_session(http)
+    replay = web.http()
+    replay.cookies.set("iris_webui", http.cookies.get("iris_webui"))
+    assert replay.get(f"{web.url}/", allow_redirects=False, timeout=30).status_code == 200
+    for key in (None, "wrong-key", "x" * 500):
+        headers = {} if key is None else {PAGE_KEY_HEADER: key}
+        for method, path in (("GET", "/api/sessions"), ("POST", "/api/sessions")):
+            reply = replay.request(method, web.url + path, json={}, headers=headers, timeout=30)
+            assert reply.status_code == 401, (method, path, key)
+            assert reply.json()["code"] == "page_key_required"
+    # Another session's page key does not fit this cookie either.
+    other = web.login_with_password_or_link()
+    mixed = {PAGE_KEY_HEADER: other.headers[PAGE_KEY_HEADER]}
+    assert replay.get(f"{web.url}/api/sessions", headers=mixed, timeout=30).status_code == 401
+
+    for hello in ({"type": "hello"}, {"type": "hello", "page_key": "wrong"}, {"type": "ping"}):
+        sock = web.connect(replay, session, hello=False)
+        sock.send(hello)
+        refusal = sock.recv()
+        assert refusal["type"] == "error" and refusal["code"] == "page_key_required"
+        opcode, payload = sock.ws.recv_data(control_frame=True)
+        assert opcode == websocket.ABNF.OPCODE_CLOSE
+        assert int.from_bytes(payload[:2], "big") == 1008
+    good = web.connect(http, session)
+    assert good.recv()["type"] == "ready"
+
+
+def test_signing_out_closes_that_sessions_sockets(start_web_iris: Callable[..., WebIris]) -> None:
+    web = start_web_iris()
+    http, other = web.login(), web.login_with_password_or_link()
+    session = web.new_session(http)
+    mine, theirs = web.connect(http, session), web.connect(other, session)
+    assert mine.recv()["type"] == theirs.recv()["type"] == "ready"
+    assert http.post(f"{web.url}/logout", json={}, timeout=30).status_code == 200
+    opcode, _ = mine.ws.recv_data(control_frame=True)
+    assert opcode == websocket.ABNF.OPCODE_CLOSE
+    theirs.send({"type": "ping"})  # the other browser's socket stays open
+    assert theirs.recv() == {"type": "pong"}
+
+
+def test_only_known_host_names_are_answered(start_web_iris: Callable[..., WebIris]) -> None:
+    """DNS rebinding: a foreign domain resolved to 127.0.0.1 names itself in Host."""
+    web = start_web_iris(IRIS_WEBUI_ALLOWED_HOSTS="iris.lan, box.example:8443")
+    port = web.port
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", f"iris.lan:{port}",
+                 "box.example:8443"):  # fmt: skip
+        reply = requests.get(f"{web.url}/login", headers={"Host": host}, timeout=30)
+        assert reply.status_code == 200, host
+    for host in (f"evil.example:{port}", "127.0.0.1", f"127.0.0.1:{port + 1}", "iris.lan:1",
+                 f"box.example:{port}"):  # fmt: skip
+        for path in ("/login", "/api/sessions", "/ws?session=x", "/static/app.js"):
+            reply = requests.get(web.url + path, headers={"Host": host}, timeout=30)
+            assert reply.status_code == 421, (host, path)
+            assert reply.json()["code"] == "misdirected_request"

@@ -35,6 +35,11 @@ def of(frames: list[Frame], kind: str) -> list[Frame]:
     return [f for f in frames if f["type"] == kind]
 
 
+def bare(frame: Frame) -> Frame:
+    """A frame without its run number (tests that are not about run numbers)."""
+    return {k: v for k, v in frame.items() if k != "run"}
+
+
 @pytest.fixture
 def web(start_web_iris: Callable[..., WebIris]) -> WebIris:
     return start_web_iris(TOOL_RULES)
@@ -49,7 +54,10 @@ def test_a_tool_call_streams_replies_and_a_card(web: WebIris) -> None:
     frames = sock.final()
 
     assert frames[0] == {"type": "user", "text": "list files please", "files": []}
-    assert {"type": "status", "text": "→ running bash"} in frames
+    # Everything the run says carries its number; the run announces itself first.
+    assert frames[1] == {"type": "run", "state": "started", "run": 1}
+    assert all(f["run"] == 1 for f in frames[1:]), frames
+    assert {"type": "status", "text": "→ running bash", "run": 1} in frames
     replies = of(frames, "reply")
     assert [r["text"] for r in replies] == ["Looking.", "Looking.\n\nDone.", "Looking.\n\nDone."]
     assert [r["final"] for r in replies] == [False, False, True]
@@ -74,7 +82,7 @@ def test_a_tool_call_streams_replies_and_a_card(web: WebIris) -> None:
         ("user", "list files please"),
         ("assistant", "Looking.\n\nDone."),
     ]
-    card = {k: v for k, v in end.items() if k not in {"type", "phase"}}
+    card = {k: v for k, v in end.items() if k not in {"type", "phase", "run"}}
     assert history[1]["tools"] == [card] and history[1]["status"] == "completed"
     listed = http.get(f"{web.url}/api/sessions", timeout=30).json()
     assert listed[0]["id"] == session and listed[0]["title"] == "list files please"
@@ -86,10 +94,10 @@ def test_stop_ends_the_run_as_stopped_and_two_tabs_follow(web: WebIris) -> None:
     tab1, tab2 = web.connect(http, session), web.connect(http, session)
     assert tab1.recv()["type"] == tab2.recv()["type"] == "ready"
     tab1.send({"type": "message", "text": "slow one"})
-    tab1.until(lambda f: f == {"type": "status", "text": "Thinking…"})
+    tab1.until(lambda f: bare(f) == {"type": "status", "text": "Thinking…"})
     tab2.send({"type": "message", "text": "and another"})  # from the other tab: it waits
     queued = tab1.until(lambda f: f["type"] == "queued")
-    assert {"type": "user", "text": "and another", "files": []} in queued
+    assert {"type": "user", "text": "and another", "files": [], "queued": True} in queued
     assert queued[-1] == {"type": "queued", "position": 1}
 
     reconnected = web.connect(http, session)
@@ -100,9 +108,12 @@ def test_stop_ends_the_run_as_stopped_and_two_tabs_follow(web: WebIris) -> None:
     for tab in (tab1, tab2):
         stopped = tab.final()
         assert stopped[-1]["status"] == "stopped" and stopped[-1]["text"] == "partial"
-        # The waiting message runs next and gets its own answer.
+        assert stopped[-1]["run"] == 1
+        # The waiting message runs next and gets its own answer, in a run of its own.
         after = tab.final()
         assert after[-1]["text"] == "echo: and another" and after[-1]["status"] == "completed"
+        assert {"type": "run", "state": "started", "run": 2} in after
+        assert {f["run"] for f in after if "run" in f} == {2}
     assert [m["status"] for m in web.history(http, session) if m["role"] == "assistant"] == [
         "stopped",
         "completed",
@@ -124,6 +135,10 @@ def test_bad_frames_are_answered_and_oversized_ones_close_the_socket(web: WebIri
     assert sock.recv()["code"] == "unknown_attachment"
     sock.send({"type": "ping"})
     assert sock.recv() == {"type": "pong"}
+    sock.ws.send("[" * 30_000 + "]" * 30_000)  # too deep for the JSON parser: not a crash
+    assert sock.recv()["code"] == "invalid_frame"
+    sock.send({"type": "ping"})
+    assert sock.recv() == {"type": "pong"}  # and the socket still works
 
     sock.send({"type": "message", "text": "y" * (64 * 1024)})  # the frame's JSON is over 64 KiB
     error = sock.recv()
@@ -179,8 +194,8 @@ def test_text_streams_while_the_model_writes_and_silence_stays_silent(web: WebIr
     sock.send({"type": "message", "text": "stream it"})
     replies = of(sock.final(), "reply")
     # The first piece of a turn shows at once; the turn's whole text follows, then the end.
-    assert replies[0] == {"type": "reply", "text": "Hello", "final": False}
-    assert replies[-2] == {"type": "reply", "text": "Hello world", "final": False}
+    assert bare(replies[0]) == {"type": "reply", "text": "Hello", "final": False}
+    assert bare(replies[-2]) == {"type": "reply", "text": "Hello world", "final": False}
     assert replies[-1]["text"] == "Hello world" and replies[-1]["final"] is True
 
     sock.send({"type": "message", "text": "be quiet"})

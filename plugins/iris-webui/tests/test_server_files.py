@@ -101,6 +101,14 @@ def test_uploads_are_capped_and_hostile_names_neutralised(
     way_too_big = upload(web, http, session, "huge.bin", b"x" * (LIMIT + 200_000))
     assert way_too_big.status_code == 413 and way_too_big.json()["code"] == "payload_too_large"
 
+    # Names are capped in bytes: long Cyrillic names (2 bytes a letter) are cut, never refused.
+    for name, kept in (("я" * 95 + ".txt", "я" * 88 + ".txt"), ("ж" * 200 + ".txt", None)):
+        reply = upload(web, http, session, name, b"data")
+        assert reply.status_code == 201, reply.text
+        assert kept is None or reply.json()["name"] == kept
+        assert reply.json()["name"].endswith(".txt")
+        assert len(reply.json()["path"].encode()) <= len("attachments/") + 200
+
     for hostile in ("../../api-token", "..\\..\\evil.txt", ".bashrc", "a\x00b", "/etc/passwd"):
         reply = upload(web, http, session, hostile, b"data")
         assert reply.status_code == 201, (hostile, reply.text)

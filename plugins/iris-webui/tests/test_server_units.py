@@ -41,24 +41,38 @@ def test_an_expired_key_is_refused(tmp_path: Path) -> None:
 
 def test_login_sessions_persist_as_digests(tmp_path: Path) -> None:
     sessions = LoginSessions(tmp_path)
-    token = sessions.create()
+    token, page_key = sessions.create()
     stored = tmp_path / "webui" / "sessions.json"
-    assert token not in stored.read_text()
+    assert token not in stored.read_text() and page_key not in stored.read_text()
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
-    assert LoginSessions(tmp_path).valid(token)  # a restart reads them back
+    reread = LoginSessions(tmp_path)  # a restart reads them back
+    assert reread.valid(token) and reread.authorised(token, page_key)
     assert not sessions.valid("x" + token) and not sessions.valid(None)
+    # The cookie alone authorises nothing: the page key must come with it, and match.
+    assert not sessions.authorised(token, None) and not sessions.authorised(token, "x" + page_key)
+    other, other_key = sessions.create()
+    assert not sessions.authorised(token, other_key) and sessions.authorised(other, other_key)
     sessions.revoke(token)
     assert not LoginSessions(tmp_path).valid(token)
+    assert not LoginSessions(tmp_path).authorised(token, page_key)
 
 
-def test_the_password_gate_counts_failures_per_address() -> None:
+def test_the_password_gate_counts_failures_per_address_and_overall() -> None:
     gate = PasswordGate("s3cret")
     assert gate.enabled and not PasswordGate(None).enabled
     for _ in range(5):
-        assert not gate.check("10.0.0.1", "guess")
-    assert gate.blocked("10.0.0.1") and not gate.blocked("10.0.0.2")
-    assert gate.check("10.0.0.2", "s3cret")
-    assert not PasswordGate(None).check("10.0.0.2", "")
+        assert gate.attempt("10.0.0.1", "guess") == "invalid_password"
+    # Blocked even with the right password: a sixth guess is not compared at all.
+    assert gate.attempt("10.0.0.1", "s3cret") == "rate_limited"
+    assert gate.attempt("10.0.0.2", "s3cret") is None
+    assert PasswordGate(None).attempt("10.0.0.2", "") == "password_disabled"
+
+    # Many addresses together: the overall cap (20 a minute) stops them all.
+    spread = PasswordGate("s3cret")
+    answers = [spread.attempt(f"10.0.1.{n}", "guess") for n in range(25)]
+    assert answers == ["invalid_password"] * 20 + ["rate_limited"] * 5
+    assert spread.attempt("10.0.2.1", "s3cret") == "rate_limited"
+    assert spread.attempt("10.0.2.1", "\ud800") == "rate_limited"  # no crash on odd text
 
 
 @pytest.mark.parametrize(
@@ -71,7 +85,10 @@ def test_the_password_gate_counts_failures_per_address() -> None:
         ("..", "file"),
         ("", "file"),
         ("résumé (final).pdf", "résumé (final).pdf"),
-        ("x" * 300 + ".txt", "x" * 116 + ".txt"),
+        ("x" * 300 + ".txt", "x" * 176 + ".txt"),
+        # Capped in UTF-8 bytes (180): 95 Cyrillic letters are 190 bytes, cut to 176 + ".txt".
+        ("я" * 95 + ".txt", "я" * 88 + ".txt"),
+        ("я" * 80 + ".txt", "я" * 80 + ".txt"),
     ],
 )
 def test_file_names_are_neutralised(hostile: str, safe: str) -> None:
