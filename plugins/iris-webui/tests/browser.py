@@ -125,6 +125,13 @@ def problems(page: Page) -> list[str]:
     return found
 
 
+def page_key(page: Page) -> str:
+    """The page key the chat page keeps in its origin's storage after signing in."""
+    key = page.evaluate("localStorage.getItem('iris.pageKey')")
+    assert isinstance(key, str) and key, "the page holds no page key"
+    return key
+
+
 def wait_connected(page: Page) -> None:
     """The conversation's socket said ``ready``."""
     expect(page.locator("#connection")).to_have_attribute("data-state", re.compile("open|agent"))

@@ -11,17 +11,20 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from browser import (
     MOBILE,
     WebUI,
     last_reply,
     new_conversation,
+    page_key,
     problems,
     screenshot,
     send,
     session_id,
     wait_connected,
     wait_idle,
+    watch,
 )
 from playwright.sync_api import Page, expect
 
@@ -187,7 +190,9 @@ def test_an_uploaded_file_is_read_by_the_agent(shared_webui: WebUI, chat: Page) 
     # The user's file chip downloads the very file.
     href = chat.locator(".message--user a.chip").get_attribute("href")
     assert href is not None
-    body = chat.request.get(href)
+    # (The API wants the page key with the cookie; the page sends it, a bare link cannot.)
+    assert chat.request.get(href).status == 401
+    body = chat.request.get(href, headers={"X-Iris-Page-Key": page_key(chat)})
     assert body.status == 200
     assert body.body() == b"secret-sauce-7"
     # The agent attached it back: a download chip on the reply, from a `file` frame...
@@ -241,6 +246,8 @@ def test_a_socket_from_another_origin_is_refused(shared_webui: WebUI, chat: Page
     socket_url = f"ws://127.0.0.1:{shared_webui.port}/ws?session={session}"
     probe = """url => new Promise(resolve => {
         const ws = new WebSocket(url);
+        ws.onopen = () => ws.send(JSON.stringify(
+            {type: "hello", page_key: localStorage.getItem("iris.pageKey") || "none"}));
         ws.onmessage = event => { resolve("frame: " + event.data); ws.close(); };
         ws.onclose = () => resolve("closed");
     })"""
@@ -347,4 +354,138 @@ def test_an_api_event_for_the_conversation_shows_live(shared_webui: WebUI, chat:
     expect(event.locator(".message__who")).to_have_text("Event")
     expect(last_reply(chat).locator(".bubble")).to_have_text("Nightly report: all green.")
     wait_idle(chat)
+    assert problems(chat) == []
+
+
+def test_the_cookie_alone_opens_neither_history_nor_chat(shared_webui: WebUI, chat: Page) -> None:
+    """Browsers send 127.0.0.1's cookies to every port: a page of another local server gets the
+    cookie but not the page key, and with the cookie alone nothing opens."""
+    session = session_id(chat)
+    shared_webui.add_rules({"when": "cookie", "turns": [[{"text": "cookie reply"}]]})
+    send(chat, "cookie check")
+    expect(last_reply(chat).locator(".bubble")).to_have_text("cookie reply")
+    wait_idle(chat)
+    stranger = shared_webui.context()
+    stranger.add_cookies(chat.context.cookies())  # type: ignore[arg-type]
+    page = stranger.new_page()
+    watch(page)
+    page.goto(f"{shared_webui.url}/#s={session}")
+    expect(page).to_have_url(re.compile(r"/login\?error=page_key_required"))
+    expect(page.locator("#login-error")).to_contain_text("not signed in")
+    history = page.request.get(f"{shared_webui.url}/api/sessions/{session}/history")
+    assert history.status == 401
+    assert history.json()["code"] == "page_key_required"
+    assert "cookie reply" not in history.text()
+    wrong = page.request.get(
+        f"{shared_webui.url}/api/sessions/{session}/history",
+        headers={"X-Iris-Page-Key": "not-the-key"},
+    )
+    assert wrong.status == 401
+    # The socket: a hello without the key (or any other first frame) gets no `ready`.
+    probe = """([url, first]) => new Promise(resolve => {
+        const frames = [];
+        const ws = new WebSocket(url);
+        ws.onopen = () => ws.send(JSON.stringify(first));
+        ws.onmessage = event => frames.push(JSON.parse(event.data));
+        ws.onclose = event => resolve({frames, code: event.code});
+    })"""
+    url = f"ws://127.0.0.1:{shared_webui.port}/ws?session={session}"
+    for first in (
+        {"type": "hello", "page_key": "not-the-key"},
+        {"type": "message", "text": "cookie only", "files": []},
+    ):
+        answer = page.evaluate(probe, [url, first])
+        assert [f["type"] for f in answer["frames"]] == ["error"], answer
+        assert answer["frames"][0]["code"] == "page_key_required"
+        assert answer["code"] == 1008
+    # The real page, with its key, still works.
+    expect(chat.locator(".message--assistant .bubble")).to_have_text(["cookie reply"])
+    assert problems(page) == []
+    assert problems(chat) == []
+
+
+@pytest.mark.parametrize("reload", [False, True], ids=["live", "reloaded-mid-run"])
+def test_a_message_sent_during_a_run_waits_and_both_replies_keep_their_place(
+    shared_webui: WebUI, chat: Page, tmp_path: Path, reload: bool
+) -> None:
+    """Turns are keyed by run id: the second message shows as queued, the first run's remaining
+    output (its late final reply included) stays under the first message, and each reply shows
+    once, also when the page was reloaded mid-run and after a reload at the end."""
+    gate = tmp_path / "gate"
+    shared_webui.add_rules(
+        {
+            "when": "alpha",
+            "turns": [
+                [
+                    {"text": "Alpha is waiting."},
+                    {
+                        "tool": "bash",
+                        "id": "call-alpha-gate",
+                        # Holds the run until the test opens the gate (no timing involved).
+                        "args": {
+                            "command": f"while [ ! -e {gate} ]; do sleep 0.05; done; echo open"
+                        },
+                    },
+                ],
+                [{"text": "Alpha done."}],
+            ],
+        },
+        {"when": "beta", "turns": [[{"text": "Beta done."}]]},
+    )
+    send(chat, "alpha first")
+    card = chat.locator(".tool[data-call-id='call-alpha-gate']")
+    expect(card).to_have_attribute("data-state", "running")
+    if reload:
+        # A reload while the run goes on: it carries on in a turn before later messages.
+        chat.reload()
+        wait_connected(chat)
+        expect(chat.locator("#stop")).to_be_enabled()
+    send(chat, "beta second")
+    queued = chat.locator(".message--queued")
+    expect(queued.locator(".bubble")).to_have_text("beta second")
+    expect(queued.locator(".message__queued")).to_have_text("Queued")
+    # The first run goes on (its card, begun before the reload, shows when it ends).
+    expect(chat.locator("#stop")).to_be_enabled()
+    expect(chat.get_by_text("Beta done.")).to_have_count(0)
+    gate.touch()
+    replies = chat.locator(".message--assistant .bubble")
+    expect(replies).to_have_count(2)
+    expect(replies.first).to_contain_text("Alpha done.")
+    expect(replies.last).to_have_text("Beta done.")
+    expect(queued).to_have_count(0)
+    wait_idle(chat)
+    order = """() => [...document.querySelectorAll('#messages > li:not([hidden])')].map(
+        li => (li.classList.contains('message--user') ? 'user: ' : 'iris: ') +
+              li.querySelector('.bubble').textContent)"""
+    shown = chat.evaluate(order)
+    assert len(shown) == 4, shown
+    assert shown[0] == "user: alpha first"
+    assert shown[1].startswith("iris: ") and "Alpha done." in shown[1]
+    assert shown[2:] == ["user: beta second", "iris: Beta done."]
+    assert "Alpha done." not in shown[3]
+    # The card stayed with the first reply.
+    expect(chat.locator(".message--assistant").first.locator(".tool")).to_have_count(1)
+    chat.reload()
+    wait_connected(chat)
+    expect(chat.locator(".message--assistant .bubble")).to_have_count(2)
+    after = chat.evaluate(order)
+    assert [line.split(":")[0] for line in after] == ["user", "iris", "user", "iris"]
+    assert after[3] == "iris: Beta done."
+    assert problems(chat) == []
+
+
+def test_a_conversation_that_no_longer_exists_offers_a_new_one(
+    shared_webui: WebUI, chat: Page
+) -> None:
+    """A socket refused before ``ready`` is not retried forever: the page asks the API why, and
+    a conversation that is gone says so once, with a way on."""
+    chat.goto(f"{shared_webui.url}/#s=gone-for-good")
+    banner = chat.locator("#banner")
+    expect(banner).to_contain_text("This conversation no longer exists")
+    expect(chat.locator("#connection")).to_have_attribute("data-state", "closed")
+    expect(chat.locator("#send")).to_be_disabled()
+    banner.get_by_role("button", name="Start a new conversation").click()
+    wait_connected(chat)
+    expect(banner).to_be_hidden()
+    assert session_id(chat) != "gone-for-good"
     assert problems(chat) == []

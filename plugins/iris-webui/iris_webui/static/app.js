@@ -2,7 +2,9 @@
  *
  * Everything from the server (model text, file names, tool input and results) is put in the page
  * with textContent or through IrisMarkdown.render, which builds nodes and never parses HTML.
- * The session cookie is HttpOnly: this script never sees a credential.
+ * The session cookie is HttpOnly. The cookie alone is not enough (browsers send it to every port
+ * of 127.0.0.1): the page key, handed over once in the URL fragment after a sign-in and kept in
+ * this origin's localStorage, goes with every API call and opens every WebSocket.
  */
 (function () {
   "use strict";
@@ -12,6 +14,47 @@
     execute: "Run", think: "Think", fetch: "Fetch", other: "Tool"
   };
   var MAX_BACKOFF_MS = 15000;
+  var PAGE_KEY = "iris.pageKey";
+  // Refused before `ready` this many times in a row: say why instead of only retrying.
+  var REFUSALS_BEFORE_NOTICE = 3;
+  // Errors about one request (a message frame), not about a run: shown by the composer.
+  var REQUEST_ERRORS = {
+    queue_full: "Too many messages are waiting: try again when the current run ends.",
+    message_too_long: "This message is too long (over 32 KiB). Attach it as a file instead.",
+    unknown_attachment: "An attached file is no longer available: attach it again.",
+    invalid_frame: "The message could not be sent (the server did not understand it).",
+    frame_too_large: "This message is too large to send. Attach it as a file instead.",
+    shutting_down: "Iris is shutting down: the message was not accepted."
+  };
+
+  /* Move a fresh page key out of the URL (#k=...) into storage, so it is in no history entry,
+   * bookmark or screenshot of the address bar. */
+  (function takePageKey() {
+    var params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
+    var key = params.get("k");
+    if (!key) return;
+    try { window.localStorage.setItem(PAGE_KEY, key); } catch (e) { /* storage off: see pageKey() */ }
+    window.__irisPageKey = key;
+    params.delete("k");
+    var rest = params.toString();
+    history.replaceState(null, "", window.location.pathname + window.location.search +
+      (rest ? "#" + rest : ""));
+  })();
+
+  function pageKey() {
+    try { return window.localStorage.getItem(PAGE_KEY) || window.__irisPageKey || ""; } catch (e) {
+      return window.__irisPageKey || "";
+    }
+  }
+
+  /** The cookie is missing or this page has no (valid) key: sign in again. */
+  function toLogin(code) {
+    if (code === "page_key_required") {
+      try { window.localStorage.removeItem(PAGE_KEY); } catch (e) { /* nothing stored */ }
+    }
+    // With ?error= the server shows the page even to a signed-in cookie (no redirect loop).
+    window.location.assign("/login" + (code === "page_key_required" ? "?error=page_key_required" : ""));
+  }
 
   var $ = function (id) { return document.getElementById(id); };
   var ui = {
@@ -23,7 +66,8 @@
     empty: $("empty"), emptyTitle: $("empty-title"), emptyText: $("empty-text"),
     status: $("run-status"), statusText: $("run-status-text"), composer: $("composer"),
     input: $("composer-input"), attach: $("attach"), fileInput: $("file-input"),
-    pending: $("pending-files"), send: $("send"), stop: $("stop")
+    pending: $("pending-files"), send: $("send"), stop: $("stop"),
+    composerNotice: $("composer-notice")
   };
 
   var state = {
@@ -38,7 +82,13 @@
     backoff: 0,
     retryTimer: null,
     running: false,
-    turn: null,             // the assistant turn being built from live frames
+    turn: null,             // the turn of frames without a run id (an older server)
+    turns: {},              // run id -> its assistant turn
+    activeRun: null,        // the run id in progress, if known
+    doneRuns: {},           // run id -> true once its final reply came
+    queuedItems: [],        // user bubbles waiting for a run, oldest first
+    historyRunning: null,   // a history turn still running, until its run id is known
+    refusals: 0,            // sockets closed before `ready`, in a row
     cards: {},              // tool call id -> card element (updated in place)
     uploads: [],            // [{file, path, url, name, chip, state}]
     sessionsLoaded: []
@@ -61,6 +111,8 @@
 
   function api(method, path, body) {
     var options = { method: method, credentials: "same-origin", headers: {} };
+    var key = pageKey();
+    if (key) options.headers["X-Iris-Page-Key"] = key;
     if (body instanceof FormData) {
       options.body = body;
     } else if (body !== undefined) {
@@ -68,13 +120,13 @@
       options.headers["Content-Type"] = "application/json";
     }
     return fetch(path, options).then(function (response) {
-      if (response.status === 401) {
-        window.location.assign("/login");
-        throw new Error("signed out");
-      }
       return response.text().then(function (text) {
         var data = null;
         try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+        if (response.status === 401) {
+          toLogin(data && data.code);
+          throw new Error("signed out");
+        }
         if (!response.ok) {
           var error = new Error((data && data.error) || ("HTTP " + response.status));
           error.status = response.status;
@@ -127,6 +179,33 @@
     }
   }
 
+  /* Downloads are API calls too, so they need the page key header, which a plain link cannot
+   * send: fetch the file, then save it from a short-lived blob URL. */
+  function download(href, name) {
+    fetch(href, { credentials: "same-origin", headers: { "X-Iris-Page-Key": pageKey() } })
+      .then(function (response) {
+        if (response.status === 401) {
+          return response.json().catch(function () { return null; }).then(function (data) {
+            toLogin(data && data.code);
+          });
+        }
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        return response.blob().then(function (blob) {
+          var url = URL.createObjectURL(blob);
+          var link = el("a");
+          link.href = url;
+          link.download = name;
+          document.body.appendChild(link);
+          link.click();
+          link.remove();
+          setTimeout(function () { URL.revokeObjectURL(url); }, 60000);
+        });
+      })
+      .catch(function (error) {
+        showComposerNotice("Could not download " + name + ": " + error.message);
+      });
+  }
+
   function fileChip(file) {
     var ref = fileRef(file);
     var href = sameOriginUrl(ref.url);
@@ -135,6 +214,10 @@
       chip.href = href;
       chip.setAttribute("download", ref.name);
       chip.title = "Download " + ref.name;
+      chip.addEventListener("click", function (event) {
+        event.preventDefault();
+        download(href, ref.name);
+      });
     }
     chip.appendChild(icon(href ? "download" : "file"));
     chip.appendChild(el("span", "chip__name", ref.name));
@@ -147,7 +230,7 @@
 
   function readHash() {
     var params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
-    return { session: params.get("s"), agent: params.get("agent") || "" };
+    return { session: params.get("s"), agent: params.get("agent") || "" }; // never k=
   }
 
   function writeHash() {
@@ -200,7 +283,19 @@
     ui.stop.disabled = !state.running || !state.ready;
     ui.input.placeholder = state.refused === "unknown_agent"
       ? "Choose another agent to continue"
-      : "Message " + (state.agent || "Iris") + "…";
+      : state.refused === "unknown_session" ? "Start a new conversation to continue"
+        : "Message " + (state.agent || "Iris") + "…";
+  }
+
+  /** A notice about one request (a refused message), by the composer; the run goes on. */
+  function showComposerNotice(text) {
+    ui.composerNotice.textContent = text;
+    ui.composerNotice.hidden = false;
+  }
+
+  function hideComposerNotice() {
+    ui.composerNotice.hidden = true;
+    ui.composerNotice.textContent = "";
   }
 
   // ---- messages ------------------------------------------------------------------------------
@@ -270,14 +365,64 @@
     item.appendChild(tools);
     item.appendChild(bubble);
     item.appendChild(files);
+    item.hidden = true; // until something of it shows: a silent run leaves no trace
     ui.list.appendChild(item);
-    showEmptyState();
     return { item: item, tools: tools, bubble: bubble, files: files, text: null, error: null };
   }
 
-  function currentTurn() {
-    if (!state.turn) state.turn = newTurn(state.agent);
-    return state.turn;
+  function reveal(turn) {
+    if (!turn.item.hidden) return;
+    turn.item.hidden = false;
+    showEmptyState();
+  }
+
+  function runOf(frame) {
+    return frame.run != null ? String(frame.run) : null;
+  }
+
+  /** The turn a run's frame belongs to, by its run id: never "whichever turn is last", so a
+   * late frame of an earlier run still lands in that run's reply. */
+  function turnFor(frame) {
+    var run = runOf(frame);
+    if (run == null) { // a frame without a run id (an older server): one turn at a time
+      if (!state.turn) state.turn = newTurn(state.agent);
+      return state.turn;
+    }
+    var turn = state.turns[run];
+    if (!turn) {
+      // A run the history showed as still going (loaded without run ids) carries on there.
+      turn = state.historyRunning || newTurn(state.agent);
+      state.historyRunning = null;
+      state.turns[run] = turn;
+    }
+    return turn;
+  }
+
+  /** Is this frame about the run in progress (rather than a late frame of an ended one)? */
+  function isCurrent(frame) {
+    var run = runOf(frame);
+    if (run == null) return true;
+    if (state.doneRuns[run]) return false;
+    if (state.activeRun == null) state.activeRun = run;
+    return state.activeRun === run;
+  }
+
+  /** A run ended: the page is idle again unless another run (or a queued message) goes on. */
+  function endRun(frame) {
+    var run = runOf(frame);
+    if (run == null) {
+      state.turn = null;
+    } else {
+      state.doneRuns[run] = true;
+      if (state.activeRun != null && state.activeRun !== run) return; // run B is going on
+      state.activeRun = null;
+    }
+    if (state.queuedItems.length) {
+      setStatus("Queued: starts when the current run ends");
+    } else {
+      setRunning(false);
+    }
+    updateComposer();
   }
 
   function setReplyText(turn, text, streaming) {
@@ -288,11 +433,13 @@
     turn.bubble.replaceChildren(IrisMarkdown.render(text || ""));
     turn.bubble.hidden = !text;
     turn.bubble.classList.toggle("bubble--streaming", !!streaming);
+    if (text) reveal(turn);
   }
 
   function addNote(turn, text, kind) {
     var note = el("p", "message__note message__note--" + kind, text);
     turn.item.appendChild(note);
+    reveal(turn);
   }
 
   function addNotice(text, isError) {
@@ -414,6 +561,7 @@
       card = buildCard(data);
       turn.tools.appendChild(card);
       turn.tools.hidden = false;
+      reveal(turn);
       if (key) state.cards[key] = card;
     }
     fillCard(card, data);
@@ -423,9 +571,7 @@
   // ---- history -------------------------------------------------------------------------------
 
   function renderHistory(messages) {
-    ui.list.replaceChildren();
-    state.cards = {};
-    state.turn = null;
+    resetTurns();
     (messages || []).forEach(function (message) {
       if (message.role === "user") {
         var item = addUserMessage(message.text || "", message.files || []);
@@ -441,10 +587,24 @@
       setReplyText(turn, message.text || "", false);
       (message.files || []).forEach(function (f) { turn.files.appendChild(fileChip(f)); });
       turn.files.hidden = !turn.files.children.length;
+      if (turn.files.children.length) reveal(turn);
       if (message.status === "stopped") addNote(turn, "Stopped", "stopped");
       else if (message.status === "error") addNote(turn, "The run ended with an error", "error");
+      if (message.status === "running") reveal(turn); // "working" even with nothing yet
       // A run still going: its live frames carry on in this same turn.
-      state.turn = message.status === "running" ? turn : null;
+      var run = message.run != null ? String(message.run) : null;
+      if (run != null) {
+        if (message.status === "running") {
+          state.turns[run] = turn;
+          state.activeRun = run;
+        } else {
+          state.doneRuns[run] = true;
+          state.turns[run] = turn;
+        }
+      } else {
+        state.turn = message.status === "running" ? turn : null;
+        state.historyRunning = message.status === "running" ? turn : null;
+      }
     });
     showEmptyState();
     scrollToEnd(true);
@@ -453,6 +613,35 @@
   /* The history is read once the socket is ready, so nothing said in between is missed; frames
    * arriving while it loads wait in `held` and are applied on top of it (a user echo the
    * history already holds is not shown twice). */
+  function resetTurns() {
+    ui.list.replaceChildren();
+    state.cards = {};
+    state.turn = null;
+    state.turns = {};
+    state.doneRuns = {};
+    state.activeRun = null;
+    state.queuedItems = [];
+    state.historyRunning = null;
+  }
+
+  /** Held frames of a run the history already shows finished (it ended while the history
+   * loaded): applying them again would show its reply twice. Histories with run ids say so
+   * directly (doneRuns); without them, a run whose final reply equals the last finished reply
+   * of the history is that reply. */
+  function alreadyShown(held, messages) {
+    var skip = {};
+    var last = null;
+    (messages || []).forEach(function (m) { if (m.role === "assistant") last = m; });
+    held.forEach(function (frame) {
+      var run = runOf(frame);
+      if (run == null || frame.type !== "reply" || !frame.final) return;
+      if (state.doneRuns[run]) skip[run] = true;
+      else if (last && last.run == null && last.status !== "running" &&
+               (last.text || "") === (frame.text || "")) skip[run] = true;
+    });
+    return skip;
+  }
+
   function loadHistory() {
     var session = state.session;
     state.held = [];
@@ -460,6 +649,12 @@
       var held = state.held || [];
       state.held = null;
       if (messages) renderHistory(messages);
+      // A run is going on but the history shows none of it yet (its reply is logged when it
+      // ends): its frames land in a turn placed here, before anything said after the reload.
+      if (messages && state.readyRunning && state.activeRun == null && !state.historyRunning) {
+        state.historyRunning = newTurn(state.agent);
+      }
+      var skip = alreadyShown(held, messages);
       var recent = (messages || []).slice(-3).filter(function (m) { return m.role === "user"; })
         .map(function (m) { return m.text; });
       held.forEach(function (frame) {
@@ -468,6 +663,8 @@
           if (!state.running) setRunning(true);
           return;
         }
+        var run = runOf(frame);
+        if (run != null && skip[run]) return;
         handleFrame(frame);
       });
     };
@@ -548,7 +745,10 @@
       else link.removeAttribute("aria-current");
     });
     updateTitle();
-    ui.list.replaceChildren();
+    resetTurns();
+    showEmptyState();
+    hideComposerNotice();
+    state.refusals = 0;
     setRunning(false);
     connect(); // the history is loaded when its socket is ready
     return Promise.resolve();
@@ -634,6 +834,11 @@
       return;
     }
     state.socket = socket;
+    // Nothing is accepted before this first frame, and `ready` comes only after it.
+    socket.onopen = function () {
+      if (serial !== state.socketSerial) return;
+      socket.send(JSON.stringify({ type: "hello", page_key: pageKey() }));
+    };
     socket.onmessage = function (event) {
       if (serial !== state.socketSerial) return;
       var frame;
@@ -647,26 +852,68 @@
       var wasReady = state.ready;
       state.socket = null;
       state.ready = false;
-      setRunning(false);
       updateComposer();
-      if (!wasReady) {
-        // Refused before the upgrade: maybe the sign-in expired (the API then says 401 and
-        // api() goes to the login page); otherwise the server is down, keep trying.
-        api("GET", "/api/sessions").catch(function () { /* handled in api() */ });
+      if (wasReady) {
+        state.refusals = 0;
+        scheduleReconnect();
+      } else {
+        state.refusals += 1;
+        whyRefused();
       }
-      scheduleReconnect();
     };
   }
 
-  function scheduleReconnect() {
+  /* A socket closed before `ready` (refused before the upgrade, or the server is down): ask the
+   * API why instead of retrying blindly. A conversation that is gone stays gone; a signed-out
+   * page goes to the login (in api()); anything else is retried with backoff, and after a few
+   * attempts in a row the reason is shown. */
+  function whyRefused() {
+    var session = state.session;
+    api("GET", "/api/sessions/" + encodeURIComponent(session) + "/history")
+      .then(function () {
+        if (session !== state.session) return;
+        // The conversation is there and the sign-in is good: the socket itself is refused
+        // (most likely too many open sockets).
+        scheduleReconnect(state.refusals >= REFUSALS_BEFORE_NOTICE
+          ? "Iris refuses more connections right now (too many open tabs?). Close some and " +
+            "this one reconnects by itself."
+          : null);
+      })
+      .catch(function (error) {
+        if (session !== state.session || error.message === "signed out") return;
+        if (error.status === 404 && error.code === "unknown_session") {
+          conversationGone();
+          return;
+        }
+        scheduleReconnect(state.refusals >= REFUSALS_BEFORE_NOTICE && error.status
+          ? "Iris refused the connection: " + error.message
+          : null);
+      });
+  }
+
+  function conversationGone() {
+    disconnect();
+    state.refused = "unknown_session";
+    setRunning(false);
+    setConnection("closed", "Conversation not found");
+    showBanner("This conversation no longer exists.", "Start a new conversation", function () {
+      hideBanner();
+      newSession();
+    });
+    updateComposer();
+  }
+
+  function scheduleReconnect(reason) {
+    setRunning(false);
     state.backoff = state.backoff ? Math.min(state.backoff * 2, MAX_BACKOFF_MS) : 500;
     var delay = Math.round(state.backoff * (0.8 + Math.random() * 0.4));
     var seconds = Math.max(1, Math.round(delay / 1000));
     setConnection("closed", "Connection lost, reconnecting in " + seconds + " s…");
-    showBanner("Connection to Iris lost. Reconnecting automatically…", "Retry now", function () {
-      state.backoff = 0;
-      connect();
-    });
+    showBanner(reason || "Connection to Iris lost. Reconnecting automatically…", "Retry now",
+      function () {
+        state.backoff = 0;
+        connect();
+      });
     if (state.retryTimer) clearTimeout(state.retryTimer);
     state.retryTimer = setTimeout(connect, delay);
   }
@@ -674,6 +921,7 @@
   function handleFrame(frame) {
     switch (frame.type) {
       case "ready": return onReady(frame);
+      case "run": return onRun(frame);
       case "user": return onUser(frame);
       case "status": return onStatus(frame);
       case "reply": return onReply(frame);
@@ -691,6 +939,8 @@
     state.ready = true;
     state.everReady = true;
     state.backoff = 0;
+    state.refusals = 0;
+    state.readyRunning = !!frame.running;
     hideBanner();
     if (state.agent) setConnection("agent", "Connected · talking to " + state.agent);
     else setConnection("open", "Connected");
@@ -709,25 +959,55 @@
   }
 
   function onUser(frame) {
-    state.turn = null;
     var item = addUserMessage(frame.text || "", frame.files || []);
     if (frame.event) markEvent(item);
+    // The first message names the conversation: refresh the list.
+    loadSessions();
+    if (frame.queued) {
+      // Waits for the run going on: shown as queued, that run's turn is left alone.
+      item.classList.add("message--queued");
+      item.appendChild(el("span", "message__queued", "Queued"));
+      state.queuedItems.push(item);
+      return;
+    }
+    // A run that started before its echo arrived still shows after the message.
+    var turn = state.activeRun != null && state.turns[state.activeRun];
+    if (turn && turn.item.hidden) ui.list.appendChild(turn.item);
+    state.turn = null;
     setRunning(true);
     setStatus("Working…");
     updateComposer();
-    // The first message names the conversation: refresh the list.
-    loadSessions();
+  }
+
+  /** A run starts: its turn takes its place now, after the messages it answers. */
+  function onRun(frame) {
+    var run = runOf(frame);
+    if (run == null || frame.state !== "started") return;
+    var queued = state.queuedItems.shift();
+    if (queued) {
+      queued.classList.remove("message--queued");
+      var label = queued.querySelector(".message__queued");
+      if (label) label.remove();
+    }
+    delete state.doneRuns[run];
+    // A new run always gets a new turn (a placeholder from the history is for the run before).
+    if (!state.turns[run]) state.turns[run] = newTurn(state.agent);
+    state.activeRun = run;
+    setRunning(true);
+    setStatus("Working…");
+    updateComposer();
   }
 
   function onStatus(frame) {
+    if (!isCurrent(frame)) return;
     setRunning(true);
     setStatus(frame.text || "Working…");
   }
 
   function onReply(frame) {
-    var turn = currentTurn();
+    var turn = turnFor(frame);
     if (!frame.final) {
-      setRunning(true);
+      if (isCurrent(frame)) setRunning(true);
       setReplyText(turn, frame.text || "", true);
       scrollToEnd(false);
       return;
@@ -736,9 +1016,7 @@
     if (!frame.text && !turn.error && !turn.tools.children.length &&
         !turn.files.children.length && frame.status !== "stopped") {
       turn.item.remove(); // a silent run: nothing to show
-      state.turn = null;
-      setRunning(false);
-      updateComposer();
+      endRun(frame);
       showEmptyState();
       return;
     }
@@ -749,24 +1027,25 @@
     else if (frame.status === "error" && !turn.error) {
       addNote(turn, "The run ended with an error", "error");
     }
-    state.turn = null;
-    setRunning(false);
-    updateComposer();
+    endRun(frame);
     scrollToEnd(false);
   }
 
   function onTool(frame) {
-    setRunning(true);
-    var turn = currentTurn();
+    var turn = turnFor(frame);
     upsertCard(turn, frame);
-    if (frame.phase !== "end") setStatus((KINDS[frame.kind] || "Tool") + ": " + (frame.title || frame.name || ""));
+    if (isCurrent(frame)) {
+      setRunning(true);
+      if (frame.phase !== "end") setStatus((KINDS[frame.kind] || "Tool") + ": " + (frame.title || frame.name || ""));
+    }
     scrollToEnd(false);
   }
 
   function onFile(frame) {
-    var turn = currentTurn();
+    var turn = turnFor(frame);
     turn.files.appendChild(fileChip(frame));
     turn.files.hidden = false;
+    reveal(turn);
     scrollToEnd(false);
   }
 
@@ -777,6 +1056,7 @@
     var turn = existing ? existing._turn : null;
     if (!turn) {
       turn = newTurn(null);
+      reveal(turn);
       turn.item.dataset.postId = id;
       turn.item._turn = turn;
     }
@@ -793,34 +1073,55 @@
 
   function onQueued(frame) {
     setRunning(true);
-    setStatus("Queued behind the current run (position " + (frame.position || 1) + ")");
+    if (state.activeRun == null && !state.turn) {
+      setStatus("Queued behind the current run (position " + (frame.position || 1) + ")");
+    }
+    updateComposer();
   }
 
   function onError(frame) {
     var code = frame.code || "error";
     var message = frame.message || "Something went wrong.";
+    if (code === "page_key_required") {
+      toLogin(code);
+      return;
+    }
     if (code === "unknown_agent") {
       state.refused = code;
       showBanner("No sub-agent named “" + state.agent + "” is registered. Choose another agent.",
         "Talk to Iris", function () { chooseAgent(""); });
       setConnection("closed", "Unknown agent");
-    } else if (state.turn) {
-      // An error of the run being shown (a dead sub-agent): said inside that reply.
+      setRunning(false);
+      updateComposer();
+      return;
+    }
+    if (frame.run == null && code !== "agent_unreachable") {
+      // About one request (a refused message): said by the composer; a run going on goes on.
+      showComposerNotice(REQUEST_ERRORS.hasOwnProperty(code) ? REQUEST_ERRORS[code] : message);
+      return;
+    }
+    // An error of a run (a dead sub-agent): said inside that run's reply.
+    var turn = frame.run != null ? turnFor(frame)
+      : (state.activeRun != null && state.turns[state.activeRun]) || state.turn;
+    if (!turn) {
+      addNotice(message, true);
+    } else {
       var notice = el("div", "notice notice--error");
       notice.setAttribute("role", "alert");
       notice.appendChild(icon("alert"));
       notice.appendChild(el("span", null, message));
-      state.turn.item.appendChild(notice);
-      state.turn.error = message;
+      turn.item.appendChild(notice);
+      turn.error = message;
+      reveal(turn);
+      // The run's final reply (if one follows) still lands in the same turn; until then its
+      // text no longer looks like it is streaming.
+      turn.bubble.classList.remove("bubble--streaming");
       scrollToEnd(true);
-    } else {
-      addNotice(message, true);
     }
-    // The run's final reply (if one follows) still lands in the same turn; until then its
-    // text no longer looks like it is streaming.
-    if (state.turn) state.turn.bubble.classList.remove("bubble--streaming");
-    setRunning(false);
-    updateComposer();
+    if (isCurrent(frame)) {
+      setRunning(false);
+      updateComposer();
+    }
   }
 
   // ---- uploads -------------------------------------------------------------------------------
@@ -903,9 +1204,10 @@
     if (!state.ready || !state.socket || state.refused) return;
     if (state.uploads.some(function (u) { return u.state === "uploading"; })) return;
     if (new Blob([text]).size > 32 * 1024) {
-      addNotice("This message is too long (over 32 KiB). Attach it as a file instead.", true);
+      showComposerNotice(REQUEST_ERRORS.message_too_long);
       return;
     }
+    hideComposerNotice();
     state.socket.send(JSON.stringify({ type: "message", text: text, files: files }));
     ui.input.value = "";
     autoGrow();
