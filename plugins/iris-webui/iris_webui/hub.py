@@ -13,11 +13,12 @@ reader's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,10 @@ class Client:
 
     def send(self, frame: Frame) -> None:
         text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from somewhere: escaped, it still goes
+            text = json.dumps(frame, separators=(",", ":"))
         with self._cond:
             if self._closing is not None:
                 return
@@ -136,6 +141,7 @@ class Hub:
         self._lock = threading.Lock()
         self._by_channel: dict[str, set[Client]] = {}
         self._closed = False
+        self._waiting = 0
 
     def add(self, client: Client) -> bool:
         with self._lock:
@@ -159,11 +165,23 @@ class Hub:
             client.send(frame)
         return len(clients)
 
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        """A socket not added yet (it has still to say hello) that already holds a thread."""
+        with self._lock:
+            self._waiting += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._waiting -= 1
+
     def count(self, channel: str | None = None) -> int:
+        """Open sockets (on ``channel``); overall, those still saying hello too."""
         with self._lock:
             if channel is not None:
                 return len(self._by_channel.get(channel, ()))
-            return sum(len(c) for c in self._by_channel.values())
+            return self._waiting + sum(len(c) for c in self._by_channel.values())
 
     def close_login(
         self, login: str, code: int = POLICY_VIOLATION, reason: str = "signed out"

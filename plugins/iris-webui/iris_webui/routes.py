@@ -242,8 +242,8 @@ def index() -> Response:
 def login_page() -> Response:
     key = request.args.get("key")
     if key is None:
-        if _logged_in() and "error" not in request.args:
-            return cast(Response, redirect("/", code=303))  # nothing to do here
+        # Always the page, even with a live cookie: a page that lost its page key is sent here
+        # (401 page_key_required) and needs a new login; sending it home would loop.
         return _page("login.html")
     problem = consume_login_key(_transport().config.data_dir, key)
     if problem is not None:
@@ -276,7 +276,10 @@ def login_password() -> Response | tuple[Response, int]:
     if not gate.enabled:
         return refuse("password login is off (IRIS_WEBUI_PASSWORD)", "password_disabled", 400)
     address = _client_address()
-    body = request.get_json(silent=True) if wants_json else None
+    try:
+        body = request.get_json(silent=True) if wants_json else None
+    except RecursionError:  # "[[[[…" thousands deep; Flask's silent only covers ValueError
+        body = None
     candidate = body.get("password") if isinstance(body, dict) else None
     if not wants_json:
         candidate = request.form.get("password")
@@ -414,8 +417,9 @@ def websocket(ws: Any) -> None:
     transport = _transport()
     session = request.args["session"]
     agent = (request.args.get("agent") or "").strip().lower()[:MAX_AGENT_CHARS] or None
-    if not _hello(ws):
-        return
+    with transport.hub.waiting():  # counted against the socket cap while it says hello
+        if not _hello(ws):
+            return
     client = Client(ws, channel_of(session), agent, session_digest(_session_cookie() or ""))
     if not transport.hub.add(client):
         ws.close(reason=1001, message="Iris is restarting")
@@ -523,6 +527,10 @@ def _on_message(transport: WebTransport, client: Client, frame: dict[str, Any]) 
     files = frame.get("files") or []
     if not isinstance(text, str) or not isinstance(files, list):
         client.send(_error("invalid_frame", "'text' is a string and 'files' a list of paths"))
+        return
+    if not _is_text(text) or not all(isinstance(f, str) and _is_text(f) for f in files):
+        # A lone surrogate ("\ud800" in the JSON) cannot be sent on to any socket or model.
+        client.send(_error("invalid_frame", "the message is not valid Unicode text"))
         return
     if len(text) > MAX_TEXT_CHARS:
         client.send(_error("message_too_long", f"a message may hold {MAX_TEXT_CHARS} characters"))
