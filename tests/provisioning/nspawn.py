@@ -192,8 +192,9 @@ class NspawnHost:
             state = result.stdout.strip()
             if state in ("running", "degraded"):
                 return
-            # Right after exec, systemd has not opened its private bus socket yet.
-            if state or time.monotonic() > deadline:
+            # Right after exec, systemd has not opened its private bus socket yet: systemctl
+            # then prints nothing or "offline" (seen on a loaded machine). Ask again.
+            if state not in ("", "offline") or time.monotonic() > deadline:
                 raise RuntimeError(f"container boot ended {state!r}: {result.stderr.strip()}")
             time.sleep(0.05)
 
