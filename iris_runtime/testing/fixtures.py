@@ -7,6 +7,7 @@
 ``vault_settings`` point Iris at it under a path prefix of the test's own.
 ``fake_slack`` / ``fake_telegram`` are wire-level fakes of the Slack Web API (with Socket Mode)
 and the Telegram Bot API for the transport plugins.
+``start_subagent`` starts real sub-agent runtimes on the scripted provider.
 Every server started is stopped at teardown.
 """
 
@@ -26,6 +27,7 @@ from iris_runtime.testing.fake_slack import FakeSlack
 from iris_runtime.testing.fake_telegram import FakeTelegram
 from iris_runtime.testing.openbao import OpenBaoDev, OpenBaoError, find_bao
 from iris_runtime.testing.server import IrisServer
+from iris_runtime.testing.subagent import SubAgent, SubAgents
 
 
 @pytest.fixture
@@ -40,6 +42,15 @@ def start_iris(tmp_path: Path) -> Iterator[Callable[..., IrisServer]]:
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def start_subagent(tmp_path: Path) -> Iterator[Callable[..., SubAgent]]:
+    """``start_subagent(name, rules, **env)``: a real sub-agent runtime on the scripted provider
+    (bridge port free, API at bridge port + 100); all are stopped at teardown."""
+    agents = SubAgents(tmp_path)
+    yield agents.start
+    agents.stop_all()
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ from pathlib import Path
 import requests
 
 from iris_runtime.testing.server import IrisServer
-from tests.bridge.conftest import NDJSON, SubAgent, register
+from iris_runtime.testing.subagent import NDJSON, SubAgent
+from tests.bridge.conftest import register
 
 StartSub = Callable[..., SubAgent]
 StartIris = Callable[..., IrisServer]

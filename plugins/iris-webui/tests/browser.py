@@ -34,6 +34,7 @@ from playwright.sync_api import (
 )
 
 from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
+from iris_runtime.testing.subagent import SubAgent
 
 CHROMIUM = os.environ.get("IRIS_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -274,47 +275,6 @@ def chat(shared_webui: WebUI, shared_page: Page) -> Page:
     wait_connected(page)
     new_conversation(page)
     return page
-
-
-@dataclass
-class SubAgent:
-    name: str
-    server: IrisServer
-    bridge_port: int
-    script: Path
-
-    @property
-    def bridge_url(self) -> str:
-        return f"http://127.0.0.1:{self.bridge_port}"
-
-
-@pytest.fixture
-def start_subagent(tmp_path: Path) -> Iterator[Callable[..., SubAgent]]:
-    """A real sub-agent runtime (``iris serve`` with ``AGENT_NAME`` and ``BRIDGE_PORT``) on the
-    scripted provider, as tests/bridge/conftest.py starts one."""
-    started: list[IrisServer] = []
-
-    def start(name: str, rules: list[dict[str, Any]]) -> SubAgent:
-        bridge_port = free_port()
-        script = tmp_path / f"{name}-script.json"
-        script.write_text(json.dumps({"rules": rules}))
-        server = IrisServer(
-            tmp_path / f"{name}-data",
-            env={
-                "AGENT_NAME": name,
-                "BRIDGE_PORT": str(bridge_port),
-                "IRIS_PROVIDER": "scripted",
-                "IRIS_SCRIPT_FILE": str(script),
-                "IRIS_BRIDGE_HEARTBEAT_MS": "200",
-            },
-        )
-        started.append(server)
-        server.start()
-        return SubAgent(name, server, bridge_port, script)
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 def register_agent(webui: WebUI, agent: SubAgent) -> None:

@@ -8,10 +8,8 @@ from browser import (  # noqa: F401 (fixtures, found by pytest through this modu
     playwright_driver,
     shared_page,
     shared_webui,
-    start_subagent,
     start_webui,
 )
 from server_harness import (  # noqa: F401 (fixtures of the server tests)
-    start_agent,
     start_web_iris,
 )

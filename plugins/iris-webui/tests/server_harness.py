@@ -215,47 +215,6 @@ def start_web_iris(tmp_path: Path) -> Iterator[Callable[..., WebIris]]:
         web.server.stop()
 
 
-@dataclass
-class SubAgent:
-    name: str
-    server: IrisServer
-    bridge_port: int
-    script: Path
-
-    @property
-    def bridge_url(self) -> str:
-        return f"http://127.0.0.1:{self.bridge_port}"
-
-
-@pytest.fixture
-def start_agent(tmp_path: Path) -> Iterator[Callable[..., SubAgent]]:
-    """A real sub-agent runtime (``iris serve`` with ``AGENT_NAME`` and ``BRIDGE_PORT``) on the
-    scripted provider, as tests/bridge/conftest.py starts one."""
-    started: list[IrisServer] = []
-
-    def start(name: str, rules: list[dict[str, Any]]) -> SubAgent:
-        bridge_port = free_port()
-        script = tmp_path / f"{name}-script.json"
-        script.write_text(json.dumps({"rules": rules}))
-        server = IrisServer(
-            tmp_path / f"{name}-data",
-            env={
-                "AGENT_NAME": name,
-                "BRIDGE_PORT": str(bridge_port),
-                "IRIS_PROVIDER": "scripted",
-                "IRIS_SCRIPT_FILE": str(script),
-                "IRIS_BRIDGE_HEARTBEAT_MS": "200",
-            },
-        )
-        started.append(server)
-        server.start()
-        return SubAgent(name, server, bridge_port, script)
-
-    yield start
-    for server in started:
-        server.stop()
-
-
 def register_agent(iris: IrisServer, name: str, url: str) -> None:
     """``iris agents register`` against Iris's data dir, through the real CLI."""
     env = clean_environment(IRIS_DATA_DIR=str(iris.data_dir))

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from server_harness import SubAgent, WebIris, register_agent
+from server_harness import WebIris, register_agent
 
 from iris_runtime.testing.server import free_port
+from iris_runtime.testing.subagent import SubAgent
 
 
 def test_a_pinned_socket_talks_to_the_sub_agent_directly(
-    start_web_iris: Callable[..., WebIris], start_agent: Callable[..., SubAgent]
+    start_web_iris: Callable[..., WebIris], start_subagent: Callable[..., SubAgent]
 ) -> None:
-    helper = start_agent(
+    helper = start_subagent(
         "helper",
         [
             {
