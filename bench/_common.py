@@ -139,12 +139,13 @@ def start_iris(workdir: Path, *, extra_env: dict[str, str] | None = None) -> Ser
     return Server(process, f"http://{HOST}:{port}", token)
 
 
-def start_echo(workdir: Path, *, threads: int = 32) -> Server:
+def start_echo(workdir: Path, *, threads: int = 32, source: str = ECHO_APP) -> Server:
     """Start the baseline: a bare WSGI echo app under gunicorn gthread with one worker, configured
-    like Iris (same worker class, worker and thread count, keep-alive); does not wait for health."""
+    like Iris (same worker class, worker and thread count, keep-alive); does not wait for health.
+    ``source`` replaces the app (its module must define ``app``), e.g. a WebSocket echo."""
     workdir.mkdir(parents=True, exist_ok=True)
     app_dir = Path(tempfile.mkdtemp(prefix="echo-", dir=workdir))
-    (app_dir / "bench_echo_app.py").write_text(ECHO_APP, encoding="utf-8")
+    (app_dir / "bench_echo_app.py").write_text(source, encoding="utf-8")
     port = free_port()
     argv = [
         script("gunicorn"),

@@ -45,7 +45,6 @@ import contextlib
 import json
 import re
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -61,8 +60,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     HOST,
     Server,
-    _clean_env,
-    _popen,
     add_common_args,
     emit,
     free_port,
@@ -71,7 +68,7 @@ from _common import (
     percentile,
     ratio,
     run_main,
-    script,
+    start_echo,
     start_iris,
     stop_process,
     temp_workdir,
@@ -120,6 +117,7 @@ class Target(NamedTuple):
     http_url: str  # the Web UI's (or the echo's) base URL
     cookie: str
     origin: str
+    page_key: str = ""  # the Web UI's second secret: API header and the socket's hello frame
 
     def ws_url(self, session: str) -> str:
         base = self.http_url.replace("http://", "ws://", 1)
@@ -127,25 +125,8 @@ class Target(NamedTuple):
 
 
 def start_ws_echo(workdir: Path, *, threads: int) -> Server:
-    """The baseline: the flask-sock echo under gunicorn gthread, one worker, ``threads``
-    threads, keep-alive 5 s (as ``_common.start_echo`` does for the WSGI echo)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    app_dir = Path(tempfile.mkdtemp(prefix="ws-echo-", dir=workdir))
-    (app_dir / "bench_ws_echo_app.py").write_text(WS_ECHO_APP, encoding="utf-8")
-    port = free_port()
-    argv = [
-        script("gunicorn"),
-        "--worker-class", "gthread",
-        "--workers", "1",
-        "--threads", str(threads),
-        "--keep-alive", "5",
-        "--no-control-socket",
-        "--chdir", str(app_dir),
-        "-b", f"{HOST}:{port}",
-        "bench_ws_echo_app:app",
-    ]  # fmt: skip
-    process = _popen(argv, _clean_env(), app_dir / "gunicorn.log", app_dir)
-    return Server(process, f"http://{HOST}:{port}", "")
+    """The baseline: the flask-sock echo under gunicorn gthread, configured like Iris."""
+    return start_echo(workdir, threads=threads, source=WS_ECHO_APP)
 
 
 @contextlib.contextmanager
@@ -161,8 +142,9 @@ def running_ws_echo(workdir: Path, *, threads: int) -> Iterator[Target]:
         stop_process(server.process)
 
 
-def login(server: Server, ui_url: str) -> str:
-    """The ``iris_webui`` cookie value: the one-time key from the log, else the password."""
+def login(server: Server, ui_url: str) -> tuple[str, str]:
+    """The ``iris_webui`` cookie value and the page key: the one-time key from the log, else the
+    password. A login redirects to ``/#k=<page key>``."""
     key = None
     deadline = time.perf_counter() + 5.0
     while key is None and time.perf_counter() < deadline:
@@ -182,9 +164,10 @@ def login(server: Server, ui_url: str) -> str:
                 allow_redirects=False,
             )
         cookie = http.cookies.get(COOKIE)
-    if response.status_code >= 400 or not cookie:
+    page_key = response.headers.get("Location", "").partition("#k=")[2]
+    if response.status_code >= 400 or not cookie or not page_key:
         raise RuntimeError(f"login failed: HTTP {response.status_code} {response.text[:200]}")
-    return cookie
+    return cookie, page_key
 
 
 @contextlib.contextmanager
@@ -201,10 +184,10 @@ def running_webui(workdir: Path, *, threads: int) -> Iterator[Target]:
     try:
         try:
             wait_healthy(server.base_url, server.process, timeout=60)
-            cookie = login(server, ui_url)
+            cookie, page_key = login(server, ui_url)
         except (RuntimeError, requests.RequestException) as exc:
             raise RuntimeError(f"iris: {exc}\n{log_tail(server.process)}") from None
-        yield Target("iris", server, ui_url, f"{COOKIE}={cookie}", ui_url)
+        yield Target("iris", server, ui_url, f"{COOKIE}={cookie}", ui_url, page_key)
     finally:
         stop_process(server.process)
 
@@ -214,7 +197,11 @@ def new_sessions(target: Target, count: int) -> list[str]:
     if target.kind != "iris":
         return [f"echo-{i}" for i in range(count)]
     ids: list[str] = []
-    headers = {"Cookie": target.cookie, "Origin": target.origin}
+    headers = {
+        "Cookie": target.cookie,
+        "Origin": target.origin,
+        "X-Iris-Page-Key": target.page_key,
+    }
     with requests.Session() as http:
         for _ in range(count):
             response = http.post(
@@ -244,6 +231,7 @@ def connect(target: Target, session: str, timeout: float = 30.0) -> websocket.We
         target.ws_url(session), timeout=timeout, cookie=target.cookie, origin=target.origin
     )
     try:
+        ws.send(json.dumps({"type": "hello", "page_key": target.page_key}))
         frame = json.loads(ws.recv())
         if frame.get("type") != "ready":
             raise RuntimeError(f"first frame is not ready: {str(frame)[:200]}")
