@@ -4,21 +4,19 @@
 root under the session's temp dir, without a bridge or iptables rules (containers use the host's
 network), and ``DOCKER_HOST`` points the tests and everything they start at it. Nothing is ever
 pulled: the base image is ``docker import`` of the debootstrap tree from ``rootfs.py``, and pip in
-the image build installs from a wheelhouse that the host's pip fills before the build.
+the image build installs from the session's wheelhouse (``tests/provisioning/wheelhouse.py``).
 
 Fixtures: ``dockerd`` (session), ``docker_base_image`` (session), ``docker_repo`` (session: a copy
-of the checkout to build from and to write ``terraform/agents.tf`` into).
+of the checkout to build from and to write ``terraform/agents.tf`` into, with the wheels of the
+session's wheelhouse).
 """
 
 from __future__ import annotations
 
-import configparser
 import os
-import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +25,11 @@ from pathlib import Path
 import pytest
 
 from tests.provisioning.rootfs import require_root_and
+from tests.provisioning.wheelhouse import (  # noqa: F401 (image_requirements: re-exported)
+    image_requirements,
+    link_wheels,
+    session_wheelhouse,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "iris-test-base:bookworm"
@@ -165,19 +168,6 @@ def docker_base_image(dockerd: Dockerd, debian_rootfs: Path) -> str:
     return BASE_IMAGE
 
 
-def image_requirements(repo: Path) -> list[str]:
-    """The same list the Dockerfile's first stage makes: every setup.cfg's install_requires
-    except our own packages, plus what installing our sources needs."""
-    requirements: set[str] = set()
-    for path in [repo / "setup.cfg", *sorted(repo.glob("plugins/*/setup.cfg"))]:
-        parser = configparser.ConfigParser()
-        parser.read(path)
-        raw = parser.get("options", "install_requires", fallback="")
-        requirements.update(line.strip() for line in raw.splitlines() if line.strip())
-    own = re.compile(r"iris-runtime\b", re.IGNORECASE)
-    return [*sorted(r for r in requirements if not own.match(r)), "setuptools>=68", "wheel"]
-
-
 def _copy_checkout(target: Path) -> None:
     ignore = shutil.ignore_patterns(
         "__pycache__", "*.pyc", "*.egg-info", ".terraform", "*.tfstate*", ".pytest_cache"
@@ -193,28 +183,11 @@ def _copy_checkout(target: Path) -> None:
 @pytest.fixture(scope="session")
 def docker_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the checkout (sources, Dockerfile, terraform/) with ``build/wheelhouse`` filled
-    by the host's pip, so the image build inside dockerd needs no index. Tests write
+    from the session's wheelhouse, so the image build inside dockerd needs no index. Tests write
     ``terraform/agents.tf`` here, never in the real checkout."""
     repo = tmp_path_factory.mktemp("docker-repo")
     _copy_checkout(repo)
-    wheelhouse = repo / "build" / "wheelhouse"
-    wheelhouse.mkdir(parents=True)
-    downloaded = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--only-binary=:all:",
-            "--dest",
-            str(wheelhouse),
-            *image_requirements(repo),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if downloaded.returncode != 0:
-        raise RuntimeError(f"pip download for the image's wheelhouse failed:\n{downloaded.stderr}")
+    # Only what the image installs: a large extra wheel would only slow every build context.
+    wheels = session_wheelhouse(tmp_path_factory)
+    link_wheels(wheels, repo / "build" / "wheelhouse", skip_extra=True)
     return repo

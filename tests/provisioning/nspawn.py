@@ -1,16 +1,19 @@
 """A real systemd as PID 1 for tests: the shared Debian rootfs booted with ``systemd-nspawn``.
 
 The container boots with ``--volatile=overlay`` (a tmpfs over the read-only shared tree, thrown
-away at exit), shares the host's network (so a port an agent opens inside is reachable from the
-test), and sees the checkout under test and the host's Python read-only at their own paths, so
-``<repo>/.venv/bin/python -m iris_runtime`` runs inside unchanged, for any user: the directories
-above those binds (``/root`` when Python lives in ``/root/.pyenv``) get ``o+x`` inside, as a real
-host must give the agent user access to its venv and checkout. Commands run inside through
-``nsenter -t <container init> -a``; the container's files are reachable from the host under
-:attr:`NspawnHost.root` (``/proc/<init>/root``).
+away at exit) or, given ``overlay_dir``, on a kernel overlay whose upper layer lives in that
+directory, so its changes survive :meth:`NspawnHost.restart` (a host that reboots). It shares the
+host's network (so a port an agent opens inside is reachable from the test). The ``nspawn_host``
+fixture also shows it the checkout under test and the host's Python read-only at their own paths,
+so ``<repo>/.venv/bin/python -m iris_runtime`` runs inside unchanged, for any user: the
+directories above those binds (``/root`` when Python lives in ``/root/.pyenv``) get ``o+x``
+inside, as a real host must give the agent user access to its venv and checkout. Commands run
+inside through ``nsenter -t <container init> -a``; the container's files are reachable from the
+host under :attr:`NspawnHost.root` (``/proc/<init>/root``).
 
 Fixtures: ``nspawn_host`` (module scope: one boot, a few seconds, per test module). Import it,
 and ``debian_rootfs`` from ``tests.provisioning.rootfs``, into the test module or a conftest.
+Tests that need a bare server (nothing of the host inside) build an ``NspawnHost`` themselves.
 """
 
 from __future__ import annotations
@@ -57,9 +60,13 @@ class NspawnHost:
         binds_ro: Sequence[Path] = (),
         log_file: Path | None = None,
         name: str | None = None,
+        overlay_dir: Path | None = None,
     ) -> None:
         self.rootfs = rootfs
         self.binds_ro = tuple(binds_ro)
+        # upper/ (the container's changes), work/ (overlayfs's scratch) and merged/ (the tree
+        # nspawn boots) live here and outlive the container; None = a throwaway tmpfs overlay.
+        self.overlay_dir = overlay_dir
         self.name = name or f"iris-test-{secrets.token_hex(3)}"
         self.log_file = log_file
         self._process: subprocess.Popen[bytes] | None = None
@@ -119,15 +126,18 @@ class NspawnHost:
     def start(self) -> NspawnHost:
         argv = [
             "systemd-nspawn",
-            f"--directory={self.rootfs}",
             "--boot",
             "--register=no",  # no machined on the host (systemd is not PID 1 there)
             "--keep-unit",  # nor a transient scope unit
             f"--machine={self.name}",
-            "--volatile=overlay",  # the shared rootfs stays pristine
             "--console=read-only",
             *(f"--bind-ro={path}" for path in self.binds_ro),
         ]
+        if self.overlay_dir is None:
+            # The shared rootfs stays pristine: changes go to a tmpfs, gone at power-off.
+            argv += [f"--directory={self.rootfs}", "--volatile=overlay"]
+        else:
+            argv = self._persistent_overlay(argv)
         log = open(self.log_file or os.devnull, "wb")  # noqa: SIM115 (lives as long as nspawn)
         with log:
             self._process = subprocess.Popen(
@@ -155,6 +165,39 @@ class NspawnHost:
             process.kill()
             process.wait(timeout=STOP_TIMEOUT)
 
+    def restart(self) -> NspawnHost:
+        """Power off and boot again (a new init pid); with ``overlay_dir``, like a reboot."""
+        self.stop()
+        return self.start()
+
+    def _persistent_overlay(self, argv: list[str]) -> list[str]:
+        """``argv`` run in a private mount namespace that first mounts the overlay: the mount
+        never shows on the host and goes away with systemd-nspawn, however the test ends."""
+        assert self.overlay_dir is not None
+        upper, work, merged = (self.overlay_dir / part for part in ("upper", "work", "merged"))
+        for directory in (upper, work, merged):
+            directory.mkdir(parents=True, exist_ok=True)
+        # overlayfs splits its options on "," and lowerdir on ":".
+        for path in (self.rootfs, upper, work):
+            if any(char in str(path) for char in ",:"):
+                raise ValueError(f"overlay paths cannot contain ',' or ':': {path}")
+        options = f"lowerdir={self.rootfs},upperdir={upper},workdir={work}"
+        mount_then_exec = 'mount -t overlay iris-overlay -o "$1" "$2" && shift 2 && exec "$@"'
+        return [
+            "unshare",
+            "--mount",
+            "--propagation=private",
+            "--",
+            "sh",
+            "-c",
+            mount_then_exec,
+            "sh",
+            options,
+            str(merged),
+            *argv,
+            f"--directory={merged}",
+        ]
+
     def __enter__(self) -> NspawnHost:
         return self.start()
 
@@ -167,7 +210,8 @@ class NspawnHost:
         self.stop()
 
     def _find_init(self) -> int:
-        """The child of systemd-nspawn once it has exec'd systemd."""
+        """The child of systemd-nspawn once it has exec'd systemd (our process is nspawn itself:
+        unshare and sh exec into it)."""
         assert self._process is not None
         deadline = time.monotonic() + BOOT_TIMEOUT
         while time.monotonic() < deadline:

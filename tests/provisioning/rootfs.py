@@ -1,14 +1,18 @@
 """A Debian bookworm root file system made with ``debootstrap``, shared by the tests that need a
 real host: booted with ``systemd-nspawn`` (systemd as PID 1) and imported as a Docker base image.
 
-Built once per test session (about a minute) under the session's temp dir. The packages are the
-ones both uses need: systemd to boot, and Python 3.11 with venv for the runtime image. The host's
-own Python also runs inside it (same Debian release), which is how the nspawn tests run the
-checkout under test without installing it again.
+Built once per test session (about a minute) under the session's temp dir, so a CI run is
+hermetic; ``IRIS_TEST_ROOTFS_CACHE=<dir>`` keeps it in a directory of your choice instead (reused
+across sessions and shared between them: built under a lock, never changed afterwards). The
+packages are the ones the uses need: systemd to boot, Python 3.11 with venv for the runtime image,
+python3-apt for Ansible's apt module on a managed host. The host's own Python also runs inside it
+(same Debian release), which is how the nspawn tests run the checkout under test without
+installing it again.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -23,6 +27,7 @@ PACKAGES = (
     "dbus",
     "python3",
     "python3-venv",
+    "python3-apt",  # what Ansible's apt module needs on a managed host
     "ca-certificates",
     "iproute2",
     "procps",
@@ -81,6 +86,18 @@ def build_rootfs(target: Path) -> Path:
     return target
 
 
+def build_shared_rootfs(target: Path) -> Path:
+    """:func:`build_rootfs` under an exclusive lock on ``<target>.lock``: sessions sharing one
+    cached tree wait for whichever started building it."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{target}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return build_rootfs(target)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def debian_rootfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A pristine bookworm tree. Treat it as read-only: boot it with an overlay or copy it.
@@ -88,4 +105,7 @@ def debian_rootfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     It is built inside the setup of the first test that asks for it, which pytest-timeout counts
     against that test: modules using it carry ``pytest.mark.timeout(900)``."""
     require_root_and("debootstrap")
+    cache = os.environ.get("IRIS_TEST_ROOTFS_CACHE")
+    if cache:
+        return build_shared_rootfs(Path(cache))
     return build_rootfs(tmp_path_factory.getbasetemp() / "debian-rootfs")
