@@ -29,7 +29,6 @@ from slack_sdk.http_retry.builtin_handlers import (
 from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
-from slack_sdk.socket_mode.websocket_client import SocketModeClient
 from slack_sdk.web import WebClient
 
 from iris_runtime.engine.channels import resolve_channel_path
@@ -49,6 +48,7 @@ from iris_slack.context import THINKING, SlackContext
 from iris_slack.directory import Directory
 from iris_slack.ordering import OrderedLanes
 from iris_slack.profile import SLACK_PROFILE
+from iris_slack.socket_mode import SocketModeClient
 from iris_slack.text import (
     SLACK_MAX_LENGTH,
     clip_line,
@@ -134,11 +134,20 @@ class SlackTransport:
             return
         self.bot_user_id = str(identity.get("user_id") or "") or None
         self._bot_id = str(identity.get("bot_id") or "") or None
+        # The SDK's built-in Socket Mode client, not its websocket-client adapter: the adapter's
+        # monitor reconnects while the first WebSocket is still opening, which leaves Slack an
+        # orphan connection that gets events nobody reads (see iris_slack.socket_mode).
         client = SocketModeClient(
             app_token=self._config.app_token,
             web_client=self._socket_web_client(),
             logger=sdk_logger("iris_slack.socket_mode"),
             auto_reconnect_enabled=True,
+            # A ping every 5 s; a connection without a pong for 20 s is dropped, and a lost one
+            # is replaced at the monitor's next check (it runs at this interval too).
+            ping_interval=5,
+            # Bytes per read: the SDK parses a frame recursively, one read per level, so at its
+            # 1 KiB default a frame of about 1 MB passes Python's recursion limit.
+            receive_buffer_size=64 * 1024,
             # One listener call at a time, in delivery order: it only acknowledges and queues
             # the event on its channel's lane (see OrderedLanes).
             concurrency=1,
@@ -151,7 +160,11 @@ class SlackTransport:
             self._socket = client
 
         def connect() -> None:
-            client.connect()
+            # Through the client's own lock, as its monitor reconnects, and only while it has
+            # no open connection (the monitor may have opened one after a failed attempt).
+            client.connect_to_new_endpoint()
+            if not client.is_connected():  # the SDK logs why the WebSocket did not open
+                raise ConnectionError("the Socket Mode WebSocket did not open")
 
         if self._retry_until_stopped("apps.connections.open", connect, result=False) is None:
             return

@@ -4,6 +4,7 @@ Socket Mode connection, duplicate deliveries, Slack down at start-up. Every repl
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,10 +80,14 @@ def test_a_dropped_socket_reconnects_and_no_event_is_lost(
     fake: FakeSlack, iris: IrisServer
 ) -> None:
     opened = fake.connections_opened
+    dropped = time.monotonic()
     fake.drop_connections()
     ts = fake.mention("CGENERAL1", "after the drop")  # queued by Slack until a connection is up
     settled_reply(fake, "CGENERAL1", ts, "echo: after the drop")
     assert fake.connections_opened > opened
+    # The end of the stream is noticed at once, and the monitor replaces the connection at its
+    # next check (every 5 s), not after five failed pings.
+    assert time.monotonic() - dropped < 15
 
 
 def test_a_disconnect_request_moves_to_a_new_connection(fake: FakeSlack, iris: IrisServer) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,14 @@ def model_prompts(base: Path) -> list[str]:
     path = base / "calls.jsonl"
     lines = path.read_text().splitlines() if path.exists() else []
     return [json.loads(line)["prompt"] for line in lines]
+
+
+def test_start_up_opens_one_socket_mode_connection(fake: FakeSlack, iris: IrisServer) -> None:
+    # The SDK's websocket-client adapter opened a second connection while the first was still
+    # opening; Slack sent events to the orphan too, and they waited for a redelivery.
+    time.sleep(1)  # that happened within half a second of connecting
+    assert fake.connections_opened == 1
+    assert fake.connected == 1
 
 
 def test_a_mention_gets_a_placeholder_edited_into_the_reply_in_its_thread(
