@@ -23,7 +23,12 @@ from pathlib import Path
 from iris_runtime.config import TOKEN_FILE_NAME
 from iris_runtime.engine.skills import Skill
 from iris_runtime.errors import ConfigError, InvalidInput, IrisError
-from iris_runtime.private_files import private_dir, write_private_file
+from iris_runtime.private_files import (
+    adopt_parent_owner,
+    adopt_parent_owner_tree,
+    private_dir,
+    write_private_file,
+)
 
 SCAFFOLD_DIR = Path("agents") / "scaffold"
 RECORDS_DIR = ".records"
@@ -133,6 +138,7 @@ def create_home(
             f"`iris agents remove {home.name}`"
         ) from None
     try:
+        adopt_parent_owner(home)  # a root-run spawn leaves the home to the agents dir's owner
         _fill_home(home, scaffold, values, skills, token, constitution)
     except BaseException:
         delete_home(home)  # created here, so removed here: never a half-made home
@@ -159,6 +165,7 @@ def _fill_home(
                 symlinks=True,
                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
             )
+            adopt_parent_owner_tree(skills_dir / _folder_name(skill))
         except (OSError, shutil.Error) as exc:
             raise ConfigError(
                 f"cannot copy skill {skill.name!r} from {skill.path}: {exc}"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from iris_runtime.errors import InvalidInput, ProvisionError
-from iris_runtime.private_files import FILE_MODE, private_dir, write_private_file
+from iris_runtime.private_files import FILE_MODE, open_private, private_dir, write_private_file
 from iris_runtime.provision.launch import IDENTITY_VARS, AgentLaunch, Progress
 from iris_runtime.provision.terraform import Terraform
 
@@ -490,7 +490,7 @@ class DockerAgents:
         """One spawn, remove or full apply at a time edits agents.tf and applies. An exclusive
         flock on ``agents.lock`` (0600, never deleted); says so when it has to wait."""
         private_dir(self.state_dir)
-        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        fd = open_private(self.lock_file)
         try:
             os.fchmod(fd, FILE_MODE)
             try:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Literal
 
 from iris_runtime.errors import ProvisionError
+from iris_runtime.private_files import adopt_parent_owner
 
 DB_NAME = "state.db"  # shared with the event firings (iris_runtime.events.state)
 Desired = Literal["running", "absent"]
@@ -189,6 +190,7 @@ class SupervisedStore:
         if self._conn is None:
             if not self.path.parent.is_dir():
                 raise ProvisionError(f"the data dir {self.path.parent} does not exist")
+            created = not self.path.exists()
             conn = sqlite3.connect(
                 self.path, timeout=10.0, isolation_level=None, check_same_thread=False
             )
@@ -202,6 +204,10 @@ class SupervisedStore:
                 raise
             self._conn = conn
             os.chmod(self.path, 0o600)
+            if created:
+                # Made by a root-run CLI, it must still be Iris's: SQLite itself gives the
+                # -wal and -shm files the database file's owner.
+                adopt_parent_owner(self.path)
         return self._conn
 
     @contextmanager

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from iris_runtime.private_files import FILE_MODE, private_dir
+from iris_runtime.private_files import open_private, private_dir
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +63,7 @@ class AuditLog:
         try:
             with self._lock:
                 private_dir(self.path.parent)
-                fd = os.open(
-                    self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, FILE_MODE
-                )
+                fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
                 try:
                     os.write(fd, line)
                 finally:
