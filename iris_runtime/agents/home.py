@@ -54,8 +54,12 @@ class AgentRecord:
     api_port: int
     skills: tuple[str, ...]
     provider: str
-    model: str
+    model: str  # as resolved at spawn
     created: str
+    # What the spawn was asked for, so `iris agents ensure` compares declarations: the model
+    # given (None: the default of the day) and --unique-token. Absent from older records.
+    requested_model: str | None = None
+    unique_token: bool = False
 
     def write(self, agents_dir: Path) -> None:
         data = json.dumps(asdict(self), indent=2) + "\n"

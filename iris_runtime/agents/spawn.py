@@ -229,6 +229,8 @@ class Spawner:
             provider=self.settings.provider,
             model=self._model(request),
             created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            requested_model=request.model or None,
+            unique_token=request.unique_token,
         )
 
     def _start(
@@ -256,6 +258,26 @@ class Spawner:
         undo.callback(service.remove, launch.name, self.progress)
         service.install(launch, self.progress)
         return None
+
+    # -- start ----------------------------------------------------------------------------
+
+    def start(self, name: str) -> None:
+        """Start the spawned agent ``name`` that is installed but not running (a stopped or
+        failed unit, process or container), then wait until it answers like spawn does."""
+        name = check_name(name)
+        record = AgentRecord.read(self.config.agents_dir, name)
+        if record is None:
+            raise NotFound(f"no spawned agent named {name!r} (no record)")
+        if record.manager == "docker":
+            from iris_runtime.provision.docker import container_name, start_container
+
+            self.progress(f"docker start {container_name(name)}")
+            start_container(container_name(name))
+        else:
+            self.service(record.manager).start(name, self.progress)
+        # The launch only tells where to look: its environment is not used to start anything.
+        launch = self.launch_for(record, self.config.agents_dir / name, {})
+        wait_until_ready(launch, record.manager, self.config.health_timeout_seconds, self.progress)
 
     # -- remove ---------------------------------------------------------------------------
 

@@ -316,6 +316,80 @@ def spawn(
 
 @agents.command()
 @click.argument("name")
+@click.option("--skill", "skills", multiple=True, metavar="SKILL", help="Attach a skill.")
+@click.option(
+    "--mode",
+    type=click.Choice(["service", "docker"]),
+    default="service",
+    show_default=True,
+    help="A service on this host, or a Docker container through Terraform.",
+)
+@click.option("--model", help="The agent's model (default: IRIS_SUBAGENT_MODEL, then IRIS_MODEL).")
+@click.option("--unique-token", is_flag=True, help="Docker mode: its own API token (see spawn).")
+@click.option(
+    "--service-manager",
+    type=click.Choice(["systemd", "process"]),
+    help="Override the automatic choice; compared with the agent's when given.",
+)
+@click.option(
+    "--state",
+    type=click.Choice(["present", "absent"]),
+    default="present",
+    show_default=True,
+    help="Whether the agent should exist.",
+)
+@click.option("--check", is_flag=True, help="Only report what would change; change nothing.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print one line: {"name", "changed", "action", "differences", "check"}.',
+)
+@clean_errors
+def ensure(
+    name: str,
+    skills: tuple[str, ...],
+    mode: str,
+    model: str | None,
+    unique_token: bool,
+    service_manager: str | None,
+    state: str,
+    check: bool,
+    as_json: bool,
+) -> None:
+    """Make the sub-agent NAME exist with these settings and run (or not exist, with
+    --state absent), changing only what differs: spawn it, start it, replace it (remove, home
+    archived, then spawn) or remove it. Safe to run again: an agent that already matches is left
+    alone. Action: created, unchanged, started, replaced, removed or absent."""
+    from iris_runtime.agents.ensure import Declaration, Ensurer
+    from iris_runtime.agents.spawn import Spawner
+
+    if not check:
+        _roll_back_on_termination()
+    settings = load_settings()
+    spawner = Spawner(
+        settings, plugin_skills=plugin_host(settings).skills(), progress=_show_progress
+    )
+    declaration = Declaration(
+        name=name,
+        skills=skills,
+        mode=mode,
+        model=model or None,
+        unique_token=unique_token,
+        service_manager=service_manager,
+        state=state,
+    )
+    ensurer = Ensurer(spawner)
+    outcome = ensurer.plan(declaration) if check else ensurer.apply(declaration)
+    verb = f"would be {outcome.action}" if check and outcome.changed else outcome.action
+    reasons = f": {'; '.join(outcome.differences)}" if outcome.differences else ""
+    click.echo(f"{outcome.name}: {verb}{reasons}", err=as_json)
+    if as_json:
+        click.echo(json.dumps(outcome.to_json()))
+
+
+@agents.command()
+@click.argument("name")
 @click.option("--purge", is_flag=True, help="Delete its home too (default: keep it archived).")
 @clean_errors
 def remove(name: str, purge: bool) -> None:

@@ -121,6 +121,13 @@ def remove_container(name: str) -> bool:
     return True
 
 
+def start_container(name: str) -> None:
+    """``docker start`` a stopped container (a no-op for a running one)."""
+    result = _docker("start", name)
+    if result.returncode != 0:
+        raise ProvisionError(f"docker start {name} failed: {_last_line(result.stderr)}")
+
+
 def containers_on_other_images(image: str) -> list[str]:
     """Agents (``iris.agent`` label) whose container was started from the tag ``image`` but runs
     an older build of it: the tag has moved on since. Empty when Docker cannot tell."""

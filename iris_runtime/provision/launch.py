@@ -81,6 +81,11 @@ class AgentService(Protocol):
         was something to remove."""
         ...
 
+    def start(self, name: str, progress: Progress) -> None:
+        """Start an installed agent that is not running (stopped, failed) with what ``install``
+        recorded; returns once it runs. Raises IrisError with the reason."""
+        ...
+
     def exists(self, name: str) -> bool:
         """Whether anything of this agent is installed (a unit file, a supervised row)."""
         ...

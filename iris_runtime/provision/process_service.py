@@ -91,6 +91,21 @@ class ProcessService:
                 self.remove(launch.name, progress)
                 raise
 
+    def start(self, name: str, progress: Progress) -> None:
+        """Ask the supervisor to run ``name`` again with the wish it has (a new revision, so
+        the wait below sees only what happens from now on). Unlike ``install``, a failure
+        leaves the row as it was: it is an existing agent, not one being created."""
+        with SupervisedStore(self.data_dir) as store:
+            beat = store.supervisor()
+            if beat is None or not beat.is_alive():
+                raise ProvisionError(NO_SUPERVISOR)
+            row = store.get(name)
+            if row is None or row.desired != "running":
+                raise ProvisionError(f"agent {name} is not supervised: nothing to start")
+            progress(f"asking Iris (pid {beat.pid}) to start {name} again")
+            wished = store.request(name, row.command, row.environment, row.cwd, row.log_path)
+            self._wait_running(store, wished, progress)
+
     def _wait_running(
         self, store: SupervisedStore, wished: SupervisedProcess, progress: Progress
     ) -> None:

@@ -124,6 +124,23 @@ class SystemdService:
             self._undo(unit, path)
             raise
 
+    def start(self, name: str, progress: Progress) -> None:
+        unit = unit_file_name(name)
+        if not self.unit_path(name).exists():
+            raise ProvisionError(f"{self.unit_path(name)} does not exist: nothing to start")
+        # A failed unit's state and restart counter would make the check below fail at once.
+        self._systemctl("reset-failed", unit, check=False)
+        progress(f"systemctl enable --now {unit}")
+        started = self._systemctl("enable", "--now", unit, check=False)
+        if started.returncode != 0:
+            raise ProvisionError(
+                f"{unit} did not start: {_without_symlink_notes(started.stderr)}\n"
+                f"{self._journal(unit)}{self._access_hint()}"
+            )
+        progress(f"checking that {unit} stays up")
+        self._wait_settled(unit)
+        progress(f"{unit} is running")
+
     def remove(self, name: str, progress: Progress) -> bool:
         unit = unit_file_name(name)
         path = self.unit_dir / unit
