@@ -1,0 +1,100 @@
+#!/usr/bin/python
+# MIT License (see the role's meta/main.yml).
+"""Create or update an AppRole role when its settings differ from the wanted ones."""
+
+# ruff: noqa: E402 (Ansible modules document themselves before their imports)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: openbao_approle_role
+short_description: Manage an OpenBao AppRole role
+description:
+- Reads C(auth/<mount>/role/<name>) and writes the wanted I(settings) when any differs. Durations
+  (keys ending in C(_ttl) or C(_period)) compare in seconds, lists as sets.
+options:
+  url:
+    description: Base URL of the server.
+    type: str
+    required: true
+  ca_file:
+    description: CA bundle to verify a TLS server with; empty means the system's.
+    type: str
+    default: ''
+  token:
+    description: Token allowed to manage the AppRole mount.
+    type: str
+    default: ''
+  mount:
+    description: AppRole mount path.
+    type: str
+    default: approle
+  name:
+    description: Role name.
+    type: str
+    required: true
+  settings:
+    description: Role parameters (token_policies, token_ttl, ...).
+    type: dict
+    default: {}
+"""
+
+RETURN = r"""
+differences:
+  description: The settings that differed.
+  type: list
+  elements: str
+  returned: always
+"""
+
+from typing import Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.iris_openbao import (
+    Client,
+    OpenBaoError,
+    common_argument_spec,
+    seconds,
+)
+
+
+def same(key: str, wanted: Any, current: Any) -> bool:
+    if key.endswith(("_ttl", "_period")):
+        return current is not None and seconds(wanted) == seconds(current)
+    if isinstance(wanted, list):
+        return sorted(str(v) for v in wanted) == sorted(str(v) for v in current or [])
+    return bool(wanted == current)
+
+
+def main() -> None:
+    spec = common_argument_spec()
+    spec.update(
+        mount={"type": "str", "default": "approle"},
+        name={"type": "str", "required": True},
+        settings={"type": "dict", "default": {}},
+    )
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    params = module.params
+    path = f"auth/{params['mount'].strip('/')}/role/{params['name']}"
+    try:
+        client = Client(params["url"], params["token"], params["ca_file"])
+        current = client.get(path)
+        data = {} if current is None else current.get("data") or {}
+        try:
+            differences = sorted(
+                key
+                for key, wanted in params["settings"].items()
+                if current is None or not same(key, wanted, data.get(key))
+            )
+        except ValueError as exc:
+            module.fail_json(msg=str(exc))
+        if current is not None and not differences:
+            module.exit_json(changed=False, differences=[])
+        if not module.check_mode:
+            client.write(path, params["settings"])
+    except OpenBaoError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=True, differences=differences)
+
+
+if __name__ == "__main__":
+    main()
