@@ -9,8 +9,11 @@ Figures (seconds, wall time of ``ansible-playbook``):
 
 - ``first_converge_s``: site.yml on the fresh server (OpenBao installed, initialised, unsealed and
   configured; Iris installed and healthy; one sub-agent declared).
-- ``second_converge_s``: the same again (idempotent: the bench fails if it changes anything).
+- ``second_converge_s``: the same again.
 - ``check_mode_s``: the same with ``--check``.
+- ``second_changed``, ``check_changed``: tasks those two runs reported changed (baseline 0: the
+  roles are idempotent; the tests enforce it, here it is only shown). The roles install from a
+  snapshot of the checkout taken at the start, so editing it meanwhile changes nothing.
 - ``boot_s``: systemd-nspawn start to ``systemctl is-system-running`` answering.
 
 Baseline: a playbook that gathers facts and pings the same server, median of three, measured
@@ -95,7 +98,12 @@ def main() -> int:
         print(f"{BENCH}: skipped, needs {', '.join(missing)}", file=sys.stderr)
         return 0
 
-    from tests.provisioning.ansible_host import AnsibleHost, AnsibleRun, bare_server
+    from tests.provisioning.ansible_host import (
+        AnsibleHost,
+        AnsibleRun,
+        bare_server,
+        snapshot_checkout,
+    )
     from tests.provisioning.rootfs import build_shared_rootfs
     from tests.provisioning.wheelhouse import build_wheelhouse, wheelhouse_requirements
 
@@ -106,7 +114,9 @@ def main() -> int:
     print(f"rootfs and wheelhouse ready in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     env = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks"} if args.profile else {}
 
-    def timed(server: AnsibleHost, playbook: str | Path, label: str, check: bool = False) -> float:
+    def timed(
+        server: AnsibleHost, playbook: str | Path, label: str, check: bool = False
+    ) -> tuple[float, int]:
         run: AnsibleRun = server.playbook(playbook, check=check, env=env, label=label)
         recap = run.recap.get(server.name)
         if run.returncode != 0 or recap is None or recap.failed:
@@ -117,9 +127,9 @@ def main() -> int:
             top = [i for i, line in enumerate(lines) if line.startswith("=" * 20)]
             if top:
                 print("\n".join(lines[top[-1] + 1 : top[-1] + 11]), file=sys.stderr)
-        if label != "first" and recap.changed:
-            raise RuntimeError(f"{label} changed something:\n{run.describe()}")
-        return run.seconds
+        if label in ("second", "check") and recap.changed:
+            print(run.describe(), file=sys.stderr)
+        return run.seconds, recap.changed
 
     with temp_workdir(prefix="iris-bench-ansible-") as workdir:
         base = free_block()
@@ -133,6 +143,7 @@ def main() -> int:
                 iris_secrets_cluster_port=base + 1,
                 iris_secrets_values={"BENCH_KEY": secrets.token_hex(16)},
                 iris_runtime_wheelhouse=str(wheels),
+                iris_runtime_source_dir=str(snapshot_checkout(workdir / "checkout")),
                 iris_runtime_plugins=["iris-skill-get-secret", "iris-skill-spawn-agent"],
                 iris_runtime_api_port=base + 2,
                 iris_runtime_agent_ports=f"{base + 10}-{base + 19}",
@@ -140,14 +151,16 @@ def main() -> int:
             )
             baseline_file = workdir / "baseline.yml"
             baseline_file.write_text(BASELINE_PLAYBOOK)
-            baselines = sorted(timed(server, baseline_file, f"baseline-{i}") for i in range(3))
+            baselines = sorted(timed(server, baseline_file, f"baseline-{i}")[0] for i in range(3))
             baseline = baselines[1]
-            first = timed(server, "playbooks/site.yml", "first")
-            second = timed(server, "playbooks/site.yml", "second")
-            check = timed(server, "playbooks/site.yml", "check", check=True)
+            first, _ = timed(server, "playbooks/site.yml", "first")
+            second, second_changed = timed(server, "playbooks/site.yml", "second")
+            check, check_changed = timed(server, "playbooks/site.yml", "check", check=True)
     emit(BENCH, "first_converge_s", first, "s", baseline, ratio(first, baseline))
     emit(BENCH, "second_converge_s", second, "s", baseline, ratio(second, baseline))
     emit(BENCH, "check_mode_s", check, "s", baseline, ratio(check, baseline))
+    emit(BENCH, "second_changed", second_changed, "tasks", 0)
+    emit(BENCH, "check_changed", check_changed, "tasks", 0)
     emit(BENCH, "boot_s", boot, "s")
     return 0
 

@@ -269,3 +269,17 @@ def test_invalid_agent_state_is_named(tmp_path: Path) -> None:
     )
     assert_stopped_at_preflight(run, "iris_agent_agents")
     assert "gone" in run.output
+
+
+def test_credential_in_agent_environment_is_refused_without_showing_it(tmp_path: Path) -> None:
+    value = "sk-" + secrets.token_hex(8)
+    run = preflight_run(
+        tmp_path,
+        "agents.yml",
+        {
+            "iris_agent_agents": [{"name": "fine"}],
+            "iris_agent_environment": {"OPENAI_API_KEY": value},
+        },
+    )
+    assert_stopped_at_preflight(run, "iris_agent_environment.OPENAI_API_KEY")
+    assert value not in run.output

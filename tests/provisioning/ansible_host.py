@@ -276,6 +276,37 @@ def run_playbook(
     return AnsibleRun(returncode, output, log, seconds, recap, changed, failed)
 
 
+# What the iris_runtime role packs from a checkout (roles/iris_runtime/tasks/install.yml).
+CHECKOUT_PARTS = (
+    "setup.cfg",
+    "pyproject.toml",
+    "README.md",
+    "LICENSE",
+    "Dockerfile",
+    ".dockerignore",
+    "iris_runtime",
+    "agents",
+    "terraform",
+    "plugins",
+)
+
+
+def snapshot_checkout(target: Path) -> Path:
+    """A copy of the checkout's runtime parts, for ``iris_runtime_source_dir``: edits to the
+    working tree while a converge test runs must not look like a change of the sources."""
+    ignore = shutil.ignore_patterns(
+        "__pycache__", "*.pyc", "*.egg-info", ".terraform", "*.tfstate*", ".pytest_cache", "build"
+    )
+    target.mkdir(parents=True, exist_ok=True)
+    for part in CHECKOUT_PARTS:
+        source = REPO / part
+        if source.is_dir():
+            shutil.copytree(source, target / part, ignore=ignore)
+        elif source.exists():
+            shutil.copy2(source, target / part)
+    return target
+
+
 def lint_tool(name: str) -> str:
     """Path of a tool from the venv (ansible-lint, ansible-playbook), else from PATH."""
     candidate = BIN_DIR / name

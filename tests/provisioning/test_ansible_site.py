@@ -33,6 +33,7 @@ from tests.provisioning.ansible_host import (  # noqa: F401 (fixture)
     AnsibleHost,
     AnsibleRun,
     ansible_nspawn_host,
+    snapshot_checkout,
 )
 from tests.provisioning.rootfs import debian_rootfs  # noqa: F401 (fixture)
 from tests.provisioning.wheelhouse import iris_wheelhouse  # noqa: F401 (fixture)
@@ -197,6 +198,7 @@ def site(
         iris_secrets_auto_unseal=True,
         iris_secrets_values=values,
         iris_runtime_wheelhouse=str(iris_wheelhouse),
+        iris_runtime_source_dir=str(snapshot_checkout(controller / "checkout")),
         # No transports: nothing may try to reach Telegram or Slack from here.
         iris_runtime_plugins=["iris-skill-get-secret", "iris-skill-spawn-agent"],
         iris_runtime_api_port=ports["api"],
