@@ -26,7 +26,6 @@ SQLite in WAL mode with ``synchronous=FULL`` like the rest of ``state.db``; seve
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -37,7 +36,7 @@ from pathlib import Path
 from typing import Literal
 
 from iris_runtime.errors import ProvisionError
-from iris_runtime.private_files import adopt_parent_owner
+from iris_runtime.private_files import adopt_parent_owner, check_private_path, chmod_private_db
 
 DB_NAME = "state.db"  # shared with the event firings (iris_runtime.events.state)
 Desired = Literal["running", "absent"]
@@ -190,6 +189,9 @@ class SupervisedStore:
         if self._conn is None:
             if not self.path.parent.is_dir():
                 raise ProvisionError(f"the data dir {self.path.parent} does not exist")
+            # SQLite follows symlinks: as root, refuse one planted at state.db (or its -wal,
+            # -shm) by the data dir's owner before SQLite opens, writes or chowns through it.
+            check_private_path(self.path, sqlite=True)
             created = not self.path.exists()
             conn = sqlite3.connect(
                 self.path, timeout=10.0, isolation_level=None, check_same_thread=False
@@ -199,11 +201,11 @@ class SupervisedStore:
                 conn.execute("PRAGMA synchronous=FULL")
                 for statement in _SCHEMA:
                     conn.execute(statement)
+                chmod_private_db(self.path, 0o600)
             except BaseException:
                 conn.close()  # nothing half-open is kept
                 raise
             self._conn = conn
-            os.chmod(self.path, 0o600)
             if created:
                 # Made by a root-run CLI, it must still be Iris's: SQLite itself gives the
                 # -wal and -shm files the database file's owner.

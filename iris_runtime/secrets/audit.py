@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from iris_runtime.private_files import open_private, private_dir
+from iris_runtime.private_files import UnsafeFile, open_private, private_dir
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,8 @@ class AuditLog:
             # The request itself must not fail because the trail could not be written; the
             # operator must hear about it, loudly.
             log.error("could not write the secrets audit log %s: %s", self.path, exc.strerror)
+        except UnsafeFile as exc:  # a symlink (say) planted where the log belongs
+            log.error("could not write the secrets audit log: %s", exc.message)
 
     def records(self) -> Iterator[AuditRecord]:
         """Every readable line, oldest first; torn or foreign lines are skipped."""
