@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import hvac.exceptions as hvac_errors
+
 from iris_runtime.agents.registry import NAME_RE
 from iris_runtime.errors import InvalidInput, IrisError
 from iris_runtime.private_files import file_lock, private_dir, write_private_file
@@ -168,7 +170,7 @@ class AgentVaultIdentity:
             if record is not None:
                 self._revoke_accessor(str(record.get("accessor", "")))
             self._vault.call(
-                lambda c: c.sys.delete_policy(policy_name(agent)),
+                lambda c: _delete_policy(c, policy_name(agent), required=record is not None),
                 what=f"the deletion of policy {policy_name(agent)!r}",
             )
             if record is not None:
@@ -322,3 +324,16 @@ def _check_agent(agent: str) -> str:
             "starting with a letter or digit"
         )
     return agent
+
+
+def _delete_policy(client: hvac.Client, name: str, *, required: bool) -> None:
+    """Delete ``name``; without a recorded token a refusal means there is nothing to clean up.
+
+    A broker whose policy may not write ``sys/policies`` (the least-privilege default of the
+    Ansible role) can never have issued an agent token, so removing an agent must not fail on it.
+    """
+    try:
+        client.sys.delete_policy(name)
+    except hvac_errors.Forbidden:
+        if required:
+            raise

@@ -220,3 +220,19 @@ def test_client_factory_is_used(vault_settings: Settings, agent: str, openbao: O
         assert ids.revoke(agent)
     finally:
         ids.close()
+
+
+def test_removing_an_agent_without_a_token_needs_no_policy_rights(
+    vault_settings: Settings, agent: str, openbao: OpenBaoDev
+) -> None:
+    # The Ansible role's least-privilege broker may only touch its KV path: it never issued an
+    # agent token, so removing an agent must not stop at the policy it cannot delete.
+    root = openbao.client()
+    kv_only = f"kv-only-{agent}"
+    root.sys.create_or_update_policy(kv_only, 'path "secret/*" { capabilities = ["read"] }')
+    token = root.auth.token.create(policies=[kv_only], ttl="10m")["auth"]["client_token"]
+    ids = AgentVaultIdentity(replace(vault_settings, vault_token=token))
+    try:
+        assert ids.revoke(agent) is False
+    finally:
+        ids.close()
