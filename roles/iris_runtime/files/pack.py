@@ -5,10 +5,16 @@ The same inputs always give the same bytes: members sorted, owner root, mtime fi
 normalised (0755 for directories and executables, 0644 otherwise). The role compares the tar's
 checksum with the one recorded at the last install, so an unchanged checkout installs nothing.
 
-Usage: pack.py OUTPUT ROOT PATH... [--suffix .whl]
+Usage: pack.py OUTPUT ROOT PATH... [--suffix .whl] [--no-git]
 PATH is a file or directory relative to ROOT; a missing optional PATH ends with "?".
-Skipped everywhere: __pycache__, *.pyc, *.egg-info, build/, dist/, .terraform/, Terraform state,
-and tests/ folders below plugins/ (the unit tests are not part of a deployment).
+
+When ROOT is in a git checkout, only the files git knows or would add (tracked, and untracked
+ones .gitignore does not exclude) are candidates, so a developer's local credentials and state
+stay on the controller; --no-git (or no git) walks the directories instead. Either way these are
+skipped: __pycache__, *.pyc, *.egg-info, build/, dist/, .git/, .terraform/, Terraform state and
+variable files (terraform.tfstate*, *.tfvars, *.tfvars.json), keys and certificates (*.pem,
+*.key), env files (.env, .env.*, *.env), and tests/ folders below plugins/ (the unit tests are
+not part of a deployment).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -24,7 +31,19 @@ from pathlib import Path
 # packages' wheels from these files.
 MTIME = 1577836800
 SKIP_DIRS = {"__pycache__", "build", "dist", ".terraform", ".git", ".pytest_cache"}
-SKIP_SUFFIXES = (".pyc", ".pyo", ".tfstate", ".tfstate.backup")
+# Build leftovers, and what must never leave the controller: Terraform state and variables
+# (they hold credentials), private keys and certificates, env files.
+SKIP_SUFFIXES = (
+    ".pyc",
+    ".pyo",
+    ".tfstate",
+    ".tfstate.backup",
+    ".tfvars",
+    ".tfvars.json",
+    ".pem",
+    ".key",
+    ".env",
+)
 
 
 def _skipped(relative: Path) -> bool:
@@ -33,11 +52,43 @@ def _skipped(relative: Path) -> bool:
         return True
     if parts[:1] == ("plugins",) and "tests" in parts[2:]:
         return True
-    return relative.name.endswith(SKIP_SUFFIXES)
+    name = relative.name
+    if name.startswith(("terraform.tfstate", ".env")):
+        return True
+    return name.endswith(SKIP_SUFFIXES)
 
 
-def _members(root: Path, paths: list[str], suffix: str | None) -> list[Path]:
+def _git_files(root: Path, paths: list[str]) -> set[Path] | None:
+    """The files git tracks or would add under ``paths`` (relative to ``root``), or None when
+    ``root`` is not in a git checkout (or git is missing or refuses the directory)."""
+    try:
+        done = subprocess.run(
+            [
+                "git",
+                "-C",
+                str(root),
+                "ls-files",
+                "-z",
+                "--cached",
+                "--others",
+                "--exclude-standard",
+                "--",
+                *(p.rstrip("?") for p in paths),
+            ],
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return {Path(name) for name in done.stdout.decode().split("\0") if name}
+
+
+def _members(root: Path, paths: list[str], suffix: str | None, use_git: bool) -> list[Path]:
     found: set[Path] = set()
+    known = _git_files(root, paths) if use_git else None
     for raw in paths:
         optional = raw.endswith("?")
         relative = Path(raw.rstrip("?"))
@@ -46,7 +97,18 @@ def _members(root: Path, paths: list[str], suffix: str | None) -> list[Path]:
             if optional:
                 continue
             sys.exit(f"pack.py: {start} does not exist")
-        candidates = [start] if start.is_file() else [p for p in start.rglob("*") if p.is_file()]
+        if known is not None:
+            # Deleted but still tracked files are not in the working tree: left out.
+            candidates = [
+                root / name
+                for name in known
+                if (name == relative or relative in name.parents or relative == Path("."))
+                and (root / name).is_file()
+            ]
+        else:
+            candidates = (
+                [start] if start.is_file() else [p for p in start.rglob("*") if p.is_file()]
+            )
         for path in candidates:
             rel = path.relative_to(root)
             if _skipped(rel) or (suffix and not path.name.endswith(suffix)):
@@ -74,8 +136,9 @@ def main() -> None:
     parser.add_argument("root", type=Path)
     parser.add_argument("paths", nargs="+")
     parser.add_argument("--suffix")
+    parser.add_argument("--no-git", action="store_true", help="walk the directories only")
     args = parser.parse_args()
-    members = _members(args.root.resolve(), args.paths, args.suffix)
+    members = _members(args.root.resolve(), args.paths, args.suffix, not args.no_git)
     if not members:
         sys.exit(f"pack.py: nothing to pack under {args.root}")
     directories = sorted(

@@ -10,7 +10,8 @@ module: openbao_approle_role
 short_description: Manage an OpenBao AppRole role
 description:
 - Reads C(auth/<mount>/role/<name>) and writes the wanted I(settings) when any differs. Durations
-  (keys ending in C(_ttl) or C(_period)) compare in seconds, lists as sets.
+  (keys ending in C(_ttl) or C(_period)) compare in seconds, lists as sets, and CIDR lists (keys
+  ending in C(_cidrs)) as sets of networks (OpenBao gives a /32 or /128 back as a bare address).
 options:
   url:
     description: Base URL of the server.
@@ -46,6 +47,7 @@ differences:
   returned: always
 """
 
+import ipaddress
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
@@ -57,11 +59,31 @@ from ansible.module_utils.iris_openbao import (
 )
 
 
+def _items(value: Any) -> list[str]:
+    """A list setting as strings (OpenBao also takes and may give one comma-separated string)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return [str(v) for v in value]
+
+
+def _networks(value: Any) -> set[str]:
+    """CIDRs as networks: OpenBao stores token_bound_cidrs' 192.0.2.20/32 as 192.0.2.20 but keeps
+    the suffix in secret_id_bound_cidrs, and host bits may be set (strict=False, as OpenBao)."""
+    try:
+        return {str(ipaddress.ip_network(v, strict=False)) for v in _items(value)}
+    except ValueError as exc:
+        raise ValueError(f"not a CIDR list: {value!r} ({exc})") from None
+
+
 def same(key: str, wanted: Any, current: Any) -> bool:
     if key.endswith(("_ttl", "_period")):
         return current is not None and seconds(wanted) == seconds(current)
+    if key.endswith("_cidrs"):
+        return _networks(wanted) == _networks(current)
     if isinstance(wanted, list):
-        return sorted(str(v) for v in wanted) == sorted(str(v) for v in current or [])
+        return sorted(_items(wanted)) == sorted(_items(current))
     return bool(wanted == current)
 
 
