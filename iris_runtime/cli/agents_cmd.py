@@ -10,8 +10,9 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -234,17 +235,33 @@ def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+_AGENT_OPTIONS = (
+    click.option("--skill", "skills", multiple=True, metavar="SKILL", help="Attach a skill."),
+    click.option(
+        "--mode",
+        type=click.Choice(["service", "docker"]),
+        default="service",
+        show_default=True,
+        help="A service on this host, or a Docker container through Terraform.",
+    ),
+    click.option(
+        "--model", help="The agent's model (default: IRIS_SUBAGENT_MODEL, then IRIS_MODEL)."
+    ),
+)
+
+
+def _agent_options(command: F) -> F:
+    """What an agent is made of (skills, mode, model): spawn and ensure take the same options."""
+    for option in reversed(_AGENT_OPTIONS):
+        command = option(command)
+    return command
+
+
 @agents.command()
 @click.argument("name")
-@click.option("--skill", "skills", multiple=True, metavar="SKILL", help="Attach a skill.")
-@click.option(
-    "--mode",
-    type=click.Choice(["service", "docker"]),
-    default="service",
-    show_default=True,
-    help="A service on this host, or a Docker container through Terraform.",
-)
-@click.option("--model", help="The agent's model (default: IRIS_SUBAGENT_MODEL, then IRIS_MODEL).")
+@_agent_options
 @click.option(
     "--constitution",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -316,15 +333,7 @@ def spawn(
 
 @agents.command()
 @click.argument("name")
-@click.option("--skill", "skills", multiple=True, metavar="SKILL", help="Attach a skill.")
-@click.option(
-    "--mode",
-    type=click.Choice(["service", "docker"]),
-    default="service",
-    show_default=True,
-    help="A service on this host, or a Docker container through Terraform.",
-)
-@click.option("--model", help="The agent's model (default: IRIS_SUBAGENT_MODEL, then IRIS_MODEL).")
+@_agent_options
 @click.option("--unique-token", is_flag=True, help="Docker mode: its own API token (see spawn).")
 @click.option(
     "--service-manager",
