@@ -33,7 +33,26 @@ def title_of(text: str) -> str:
     return line if len(line) <= TITLE_MAX_CHARS else line[: TITLE_MAX_CHARS - 1] + "…"
 
 
+# A conversation's title is its first user message, and logs are append-only (a reset writes a
+# marker, deletes nothing): once found it never changes, so listing the sessions (on every run
+# and every page load) reads each log once rather than every time.
+_TITLE_CACHE_MAX = 4096
+_titles: dict[Path, str] = {}
+
+
 def _first_user_text(path: Path) -> str:
+    cached = _titles.get(path)
+    if cached is not None:
+        return cached
+    text = _read_first_user_text(path)
+    if text:
+        if len(_titles) >= _TITLE_CACHE_MAX:
+            _titles.clear()
+        _titles[path] = text
+    return text
+
+
+def _read_first_user_text(path: Path) -> str:
     try:
         with path.open(encoding="utf-8", errors="replace") as handle:
             for raw in handle:

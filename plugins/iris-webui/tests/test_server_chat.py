@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import websocket
-from server_harness import Frame, WebIris
+from server_harness import Frame, WebIris, is_final
 
 TOOL_RULES: list[dict[str, Any]] = [
     {
@@ -106,17 +106,21 @@ def test_stop_ends_the_run_as_stopped_and_two_tabs_follow(web: WebIris) -> None:
 
     tab2.send({"type": "stop"})
     for tab in (tab1, tab2):
-        stopped = tab.final()
-        assert stopped[-1]["status"] == "stopped" and stopped[-1]["text"] == "partial"
-        assert stopped[-1]["run"] == 1
-        # The waiting message runs next and gets its own answer, in a run of its own.
-        # (Its first frames may come before the stopped run's final reply: the run numbers
-        # tell them apart.)
-        after = tab.final()
-        assert after[-1]["text"] == "echo: and another" and after[-1]["status"] == "completed"
-        both = stopped + after
-        assert {"type": "run", "state": "started", "run": 2} in both
-        assert {f["run"] for f in after if "run" in f} == {2}
+        # The waiting message runs next and gets its own answer, in a run of its own. Its
+        # frames, even its final reply, may come before the stopped run's final reply: the run
+        # numbers tell them apart (the page files every frame under its run).
+        finals: dict[int, Frame] = {}
+
+        def both_final(frame: Frame, finals: dict[int, Frame] = finals) -> bool:
+            if is_final(frame):
+                finals[frame["run"]] = frame
+            return len(finals) == 2
+
+        frames = tab.until(both_final)
+        assert finals[1]["status"] == "stopped" and finals[1]["text"] == "partial"
+        assert finals[2]["text"] == "echo: and another" and finals[2]["status"] == "completed"
+        assert {"type": "run", "state": "started", "run": 2} in frames
+        assert {f["run"] for f in frames if "run" in f} == {1, 2}
     assert [m["status"] for m in web.history(http, session) if m["role"] == "assistant"] == [
         "stopped",
         "completed",

@@ -14,8 +14,10 @@ from iris_webui.auth import (
     issue_login_key,
     login_file,
 )
+from iris_webui.history import list_sessions
 from iris_webui.uploads import channel_of, safe_name, session_of
 
+from iris_runtime.engine.sessions import LOG_NAME
 from iris_runtime.errors import InvalidInput
 
 
@@ -103,3 +105,19 @@ def test_channels_are_webui_prefixed_session_ids() -> None:
             channel_of(bad)
     for foreign in ("tg-123", "WEBUI-", "WEBUI-a.b", "webui-abc", "SESSION-x"):
         assert session_of(foreign) is None
+
+
+def test_a_session_title_is_its_first_user_message_once_logged(tmp_path: Path) -> None:
+    log = tmp_path / channel_of("titles-1") / LOG_NAME
+    log.parent.mkdir()
+    log.write_text(json.dumps({"type": "marker", "marker": "reset"}) + "\n")
+    assert [s["title"] for s in list_sessions(tmp_path)] == [""]  # no message yet: not cached
+
+    def say(text: str) -> None:
+        with log.open("a") as handle:
+            handle.write(json.dumps({"type": "message", "role": "user", "text": text}) + "\n")
+
+    say("plan  the\nlaunch")
+    assert [s["title"] for s in list_sessions(tmp_path)] == ["plan the launch"]
+    say("something else")
+    assert [s["title"] for s in list_sessions(tmp_path)] == ["plan the launch"]
