@@ -6,12 +6,11 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from iris_runtime.testing.fake_slack import FakeSlack, Message
-from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
+from iris_runtime.testing.server import IrisServer, clean_environment, run_iris
 
 
 def slack_fake(**kwargs: Any) -> FakeSlack:
@@ -86,39 +85,6 @@ def final_reply(fake: FakeSlack, channel: str, thread: str, text: str) -> list[M
         return found if any(m.current_text == text for m in found) else []
 
     return fake.wait_for(done, f"a reply reading {text!r} in {channel}/{thread}")
-
-
-@dataclass
-class SubAgent:
-    name: str
-    server: IrisServer
-    bridge_port: int
-    script: Path
-
-    @property
-    def bridge_url(self) -> str:
-        return f"http://127.0.0.1:{self.bridge_port}"
-
-    def rules(self, rules: list[dict[str, Any]]) -> None:
-        write_rules(self.script, rules)
-
-
-def start_subagent(base: Path, name: str, rules: list[dict[str, Any]]) -> SubAgent:
-    """A real sub-agent runtime (``iris serve`` in agent mode, scripted provider)."""
-    bridge_port = free_port()
-    script = write_rules(base / f"{name}-script.json", rules)
-    server = IrisServer(
-        base / f"{name}-data",
-        port=bridge_port + 100 if bridge_port < 65400 else free_port(),
-        env={
-            "AGENT_NAME": name,
-            "BRIDGE_PORT": str(bridge_port),
-            "IRIS_PROVIDER": "scripted",
-            "IRIS_SCRIPT_FILE": str(script),
-            "IRIS_BRIDGE_HEARTBEAT_MS": "200",
-        },
-    ).start()
-    return SubAgent(name, server, bridge_port, script)
 
 
 def register_agent(iris: IrisServer, name: str, url: str) -> None:

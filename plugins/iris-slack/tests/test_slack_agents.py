@@ -10,20 +10,19 @@ from typing import Any
 
 import pytest
 from slack_testkit import (
-    SubAgent,
     final_reply,
     log_entries,
     register_agent,
     serve,
     settled_reply,
     slack_fake,
-    start_subagent,
     wait_until,
     write_rules,
 )
 
 from iris_runtime.testing.fake_slack import FakeSlack
 from iris_runtime.testing.server import IrisServer
+from iris_runtime.testing.subagent import SubAgent, SubAgents
 
 pytestmark = pytest.mark.slow
 
@@ -55,9 +54,9 @@ def fake() -> Iterator[FakeSlack]:
 
 @pytest.fixture(scope="module")
 def helper(base: Path) -> Iterator[SubAgent]:
-    agent = start_subagent(base, "helper", HELPER_RULES)
-    yield agent
-    agent.server.stop()
+    agents = SubAgents(base)
+    yield agents.start("helper", HELPER_RULES)
+    agents.stop_all()
 
 
 @pytest.fixture(scope="module")

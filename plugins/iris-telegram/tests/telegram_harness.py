@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iris_runtime.agents.registry import AgentRegistry
 from iris_runtime.testing.fake_telegram import BotMessage, FakeTelegram
 from iris_runtime.testing.server import IrisServer
 
@@ -118,19 +117,3 @@ def start_telegram_iris(
     iris = TelegramIris(fake, server, script, provider_log)
     fake.wait_for(lambda f: f.calls_of("getUpdates"), "the first getUpdates")
     return iris
-
-
-@dataclass
-class SubAgent:
-    name: str
-    server: IrisServer
-    bridge_port: int
-    script: Path
-
-    @property
-    def bridge_url(self) -> str:
-        return f"http://127.0.0.1:{self.bridge_port}"
-
-
-def register_agent(iris: TelegramIris, agent: SubAgent) -> None:
-    AgentRegistry(iris.server.data_dir / "agents.json").register(agent.name, agent.bridge_url)

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from telegram_harness import SubAgent, TelegramIris, new_chat
+from telegram_harness import TelegramIris, new_chat
 
 from iris_runtime.agents.registry import AgentRegistry
+from iris_runtime.testing.subagent import SubAgent
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +27,7 @@ def test_a_leading_mention_goes_straight_to_the_sub_agent(
             },
             {"when": "again", "turns": [[{"recall": True}]]},
         ],
+        TELEGRAM_BOT_TOKEN="",  # a bridge-only agent needs no bot of its own
     )
     iris = telegram_iris()
     AgentRegistry(iris.server.data_dir / "agents.json").register("helper", helper.bridge_url)
