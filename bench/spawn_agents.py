@@ -35,12 +35,10 @@ Agents are removed (``--purge``), Iris and dockerd stopped by their pids, on eve
 from __future__ import annotations
 
 import argparse
-import configparser
 import contextlib
 import json
 import os
 import random
-import re
 import secrets
 import shutil
 import signal
@@ -375,17 +373,6 @@ def batch(args: argparse.Namespace, workdir: Path, iris: Iris, bare_rss: float) 
 DOCKER_TOOLS = ("dockerd", "docker", "debootstrap", "terraform", "tar")
 BASE_IMAGE = "iris-bench-base:bookworm"
 RUNTIME_IMAGE = "iris-bench-runtime:local"
-REPO_PARTS = (
-    "Dockerfile",
-    ".dockerignore",
-    "setup.cfg",
-    "pyproject.toml",
-    "README.md",
-    "iris_runtime",
-    "plugins",
-    "terraform",
-    "agents/scaffold",
-)
 
 
 class Dockerd(NamedTuple):
@@ -476,55 +463,17 @@ def base_image(daemon: Dockerd, cache_dir: Path) -> None:
         raise RuntimeError(f"docker import failed: {imported.stderr}")
 
 
-def image_requirements(repo: Path) -> list[str]:
-    """The list the Dockerfile's first stage makes: every setup.cfg's install_requires except our
-    own packages, plus what installing our sources needs."""
-    requirements: set[str] = set()
-    for path in [repo / "setup.cfg", *sorted(repo.glob("plugins/*/setup.cfg"))]:
-        parser = configparser.ConfigParser()
-        parser.read(path)
-        raw = parser.get("options", "install_requires", fallback="")
-        requirements.update(line.strip() for line in raw.splitlines() if line.strip())
-    own = re.compile(r"iris-runtime\b", re.IGNORECASE)
-    return [*sorted(r for r in requirements if not own.match(r)), "setuptools>=68", "wheel"]
-
-
 def repo_copy(target: Path, cache_dir: Path) -> Path:
     """What the image build and terraform need from the checkout, with ``build/wheelhouse``
-    filled by the host's pip (the build has no index); spawn writes ``terraform/agents.tf``
-    here, never in the real checkout."""
-    ignore = shutil.ignore_patterns(
-        "__pycache__", "*.pyc", "*.egg-info", ".terraform", "*.tfstate*", ".pytest_cache"
-    )
+    filled by the host's pip (the build has no index; the download is cached in
+    ``cache_dir``); spawn writes ``terraform/agents.tf`` here, never in the real checkout."""
+    from tests.provisioning.dockerd import copy_checkout
+    from tests.provisioning.wheelhouse import build_wheelhouse, image_requirements, link_wheels
+
     target.mkdir(parents=True)
-    for part in REPO_PARTS:
-        source = REPO / part
-        if source.is_dir():
-            shutil.copytree(source, target / part, ignore=ignore)  # makes its parents
-        else:
-            shutil.copy2(source, target / part)
-    wheelhouse = cache_dir / "wheelhouse"
-    wheelhouse.mkdir(parents=True, exist_ok=True)
-    downloaded = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--only-binary=:all:",
-            "--dest",
-            str(wheelhouse),
-            *image_requirements(target),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if downloaded.returncode != 0:
-        raise RuntimeError(f"pip download for the wheelhouse failed:\n{downloaded.stderr}")
-    shutil.copytree(wheelhouse, target / "build" / "wheelhouse")
+    copy_checkout(target)
+    wheels = build_wheelhouse(cache_dir / "wheelhouse", image_requirements(target))
+    link_wheels(wheels, target / "build" / "wheelhouse")
     return target
 
 
@@ -571,6 +520,8 @@ def docker_run_to_health(daemon: Dockerd) -> float:
 
 
 def docker_mode(args: argparse.Namespace, workdir: Path) -> None:
+    from tests.provisioning.rootfs import unmount_below
+
     if os.geteuid() != 0:
         raise RuntimeError("--docker needs root (dockerd, debootstrap)")
     missing = [tool for tool in DOCKER_TOOLS if shutil.which(tool) is None]
@@ -608,21 +559,8 @@ def docker_mode(args: argparse.Namespace, workdir: Path) -> None:
             for label, value in figures.items():
                 emit(BENCH, f"docker_{label}_spawn_s", value, "s", base, ratio(value, base))
     finally:
-        unmount_under(root)
+        unmount_below(root)
         shutil.rmtree(root, ignore_errors=True)
-
-
-def unmount_under(root: Path) -> None:
-    """Unmount what our dockerd left mounted below ``root`` (its ``exec/netns/default``), deepest
-    first, so the folder can be deleted."""
-    try:
-        lines = Path("/proc/self/mounts").read_text().splitlines()
-    except OSError:
-        return
-    prefix = f"{root.resolve()}/"
-    points = [line.split()[1] for line in lines if len(line.split()) > 1]
-    for point in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
-        subprocess.run(["umount", "--lazy", point], capture_output=True, check=False, timeout=30)
 
 
 def main() -> int:

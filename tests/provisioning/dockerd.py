@@ -168,7 +168,8 @@ def docker_base_image(dockerd: Dockerd, debian_rootfs: Path) -> str:
     return BASE_IMAGE
 
 
-def _copy_checkout(target: Path) -> None:
+def copy_checkout(target: Path) -> None:
+    """The parts of the checkout the image build and Terraform need (shared with the bench)."""
     ignore = shutil.ignore_patterns(
         "__pycache__", "*.pyc", "*.egg-info", ".terraform", "*.tfstate*", ".pytest_cache"
     )
@@ -186,7 +187,7 @@ def docker_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from the session's wheelhouse, so the image build inside dockerd needs no index. Tests write
     ``terraform/agents.tf`` here, never in the real checkout."""
     repo = tmp_path_factory.mktemp("docker-repo")
-    _copy_checkout(repo)
+    copy_checkout(repo)
     # Only what the image installs: a large extra wheel would only slow every build context.
     wheels = session_wheelhouse(tmp_path_factory)
     link_wheels(wheels, repo / "build" / "wheelhouse", skip_extra=True)
