@@ -48,9 +48,12 @@ def kept_count(history: list[Message], window: int) -> int:
         if used > budget:
             break
         kept += 1
+    # Never everything (something must be summarised), and never a tail that opens with an
+    # assistant turn: clamp first, then walk forward to a user turn.
+    kept = min(kept, len(history) - 1)
     while kept > 0 and history[-kept].role != "user":
         kept -= 1
-    return min(kept, len(history) - 1)
+    return kept
 
 
 def _transcript(messages: list[Message]) -> str:

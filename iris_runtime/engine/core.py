@@ -21,7 +21,7 @@ from iris_runtime.engine.prompt import build_system_prompt
 from iris_runtime.engine.provider import Message, Provider
 from iris_runtime.engine.routing import MessageRouter, RouteRequest
 from iris_runtime.engine.runs import Run, RunResult, RunTicket
-from iris_runtime.engine.sessions import SessionStore
+from iris_runtime.engine.sessions import SessionStore, summary_messages
 from iris_runtime.engine.skills import discover_skills
 from iris_runtime.engine.tools import Sandbox, ToolContext, ToolRegistry
 from iris_runtime.engine.transport import (
@@ -346,11 +346,12 @@ class Engine:
         )
         if summary is None:
             return history
-        self.sessions.compact(run.channel, summary, kept)
+        self.sessions.compact(run.channel, summary, kept, run.run_id)
         log.info(
             "compacted %s: %d messages summarised, %d kept", run.channel, len(history) - kept, kept
         )
-        return self.sessions.context(run.channel)
+        # ``history`` predates this run's user message, which the loop appends itself.
+        return summary_messages(summary) + history[len(history) - kept :]
 
     @staticmethod
     def _result_of(run: Run, outcome: AgentOutcome, accumulated: str, sink: RunSink) -> RunResult:

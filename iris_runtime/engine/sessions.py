@@ -48,18 +48,55 @@ def summary_messages(summary: str) -> list[Message]:
     ]
 
 
+def _compaction_anchor(
+    entry: dict[str, Any], messages: list[Message], anchors: dict[str, int]
+) -> int:
+    """Where the compacting run's own user message sits in ``messages``.
+
+    A marker is logged during its run, after that run's user message, and ``kept`` counts turns
+    from before that message. Markers name their run; older ones (written without ``runId``)
+    follow their run's message directly, so a trailing user turn is that message."""
+    run_id = entry.get("runId")
+    if isinstance(run_id, str):
+        return anchors.get(run_id, len(messages))
+    if messages and messages[-1].role == "user":
+        return len(messages) - 1
+    return len(messages)
+
+
+def _apply_compaction(
+    entry: dict[str, Any], messages: list[Message], anchors: dict[str, int]
+) -> list[Message]:
+    at = _compaction_anchor(entry, messages, anchors)
+    kept = entry.get("kept", 0)
+    before, after = messages[:at], messages[at:]
+    tail = before[-kept:] if isinstance(kept, int) and kept > 0 else []
+    while tail and tail[0].role != "user":  # roles must still alternate after the summary
+        tail = tail[1:]
+    head = summary_messages(entry["summary"]) + tail
+    for run_id, index in list(anchors.items()):
+        if index >= at:
+            anchors[run_id] = len(head) + index - at
+        else:
+            del anchors[run_id]
+    return head + after
+
+
 def replay(entries: list[dict[str, Any]]) -> list[Message]:
     """The context an entry list amounts to: messages, with compactions applied."""
     messages: list[Message] = []
+    anchors: dict[str, int] = {}  # run id -> index of that run's user message
     for entry in entries:
         if entry.get("type") == "compaction" and isinstance(entry.get("summary"), str):
-            kept = entry.get("kept", 0)
-            tail = messages[-kept:] if isinstance(kept, int) and kept > 0 else []
-            messages = summary_messages(entry["summary"]) + tail
+            messages = _apply_compaction(entry, messages, anchors)
             continue
         message = _entry_to_message(entry)
-        if message is not None:
-            messages.append(message)
+        if message is None:
+            continue
+        run_id = entry.get("runId")
+        if message.role == "user" and isinstance(run_id, str):
+            anchors[run_id] = len(messages)
+        messages.append(message)
     return messages[-MAX_CONTEXT_MESSAGES:]
 
 
@@ -159,15 +196,16 @@ class SessionStore:
                 self._store_context(channel, cached)
             return list(cached)
 
-    def compact(self, channel: str, summary: str, kept: int) -> None:
-        """Replace all but the last ``kept`` context messages with ``summary``. The log gains a
-        marker; nothing already written is changed."""
+    def compact(self, channel: str, summary: str, kept: int, run_id: str) -> None:
+        """Replace the context before run ``run_id``'s user message, all but its last ``kept``
+        messages, with ``summary``. The log gains a marker; nothing already written changes."""
+        entry = {"type": "compaction", "summary": summary, "kept": kept, "runId": run_id}
         with self._channel_lock(channel):
-            self._append(channel, {"type": "compaction", "summary": summary, "kept": kept})
-            context = self._cached(channel)
-            if context is not None:
-                tail = context[-kept:] if kept > 0 else []
-                self._store_context(channel, summary_messages(summary) + tail)
+            self._append(channel, entry)
+            # Rebuilt from the log on next use, so the live context is exactly what a restarted
+            # Iris replays (compaction is rare; one read of the log is cheap next to a summary).
+            with self._lock:
+                self._contexts.pop(channel, None)
 
     def _cached(self, channel: str) -> list[Message] | None:
         with self._lock:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from iris_runtime.engine.provider import Message
-from iris_runtime.engine.sessions import SessionStore
+from iris_runtime.engine.sessions import SessionStore, summary_messages
 
 
 def test_context_is_replayed_from_disk_by_a_new_store(tmp_path: Path) -> None:
@@ -49,3 +50,22 @@ def test_cancelled_messages_are_logged_but_not_replayed(tmp_path: Path) -> None:
     store.append_message("SESSION-a", "user", "never ran", status="cancelled")
     assert store.context("SESSION-a") == []
     assert store.entries("SESSION-a")[0]["status"] == "cancelled"
+
+
+def test_a_marker_written_before_runs_were_named_still_replays_whole(tmp_path: Path) -> None:
+    # Logs from before the fix: the marker follows the compacting run's user line, ``kept``
+    # counts the turns before it, and nothing names the run.
+    store = SessionStore(tmp_path)
+    for role, text in [("user", "u1"), ("assistant", "a1"), ("user", "u2"), ("assistant", "a2")]:
+        store.append_message("SESSION-a", role, text)
+    store.append_message("SESSION-a", "user", "u3", runId="r3")
+    with store.log_path("SESSION-a").open("a") as handle:
+        handle.write(json.dumps({"type": "compaction", "summary": "S", "kept": 2}) + "\n")
+    store.append_message("SESSION-a", "assistant", "a3", runId="r3")
+    assert SessionStore(tmp_path).context("SESSION-a") == [
+        *summary_messages("S"),
+        Message("user", "u2"),
+        Message("assistant", "a2"),
+        Message("user", "u3"),
+        Message("assistant", "a3"),
+    ]
