@@ -5,6 +5,7 @@ and after a restart (the log's marker must rebuild the same context)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ def summary(text: str) -> tuple[str, str]:
 
 
 def alternates(messages: list[tuple[str, str]]) -> bool:
-    return all(a[0] != b[0] for a, b in zip(messages, messages[1:], strict=False))
+    return all(a[0] != b[0] for a, b in itertools.pairwise(messages))
 
 
 def test_nothing_kept_the_current_message_arrives_once_and_stays(
