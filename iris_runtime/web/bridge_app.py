@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterator
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, request
+from werkzeug.exceptions import NotFound
 
 from iris_runtime.bridge.jobs import Event, Job
 from iris_runtime.bridge.protocol import (
@@ -28,6 +29,8 @@ from iris_runtime.web.errors import error_response, install_error_handlers
 
 blueprint = Blueprint("bridge", __name__)
 
+# What the port serves; everything else is a 404.
+SERVED = frozenset({("POST", "bridge.bridge"), ("GET", "bridge.job_events")})
 # Plain-shape failures keep their meaning as HTTP statuses.
 ERROR_STATUS = {"queue_full": 429, "shutting_down": 503, "interrupted": 502}
 
@@ -97,11 +100,19 @@ def job_events(request_id: str) -> Response:
     return jsonify({"requestId": request_id, "events": shown, "done": done})
 
 
+def _only_the_bridge() -> None:
+    """404 for every (method, route) pair but the two the port serves: the spec promises 404,
+    not the 405 a known path with another method gets, nor the HEAD and OPTIONS Flask adds."""
+    if (request.method, request.endpoint) not in SERVED:
+        raise NotFound()
+
+
 def create_bridge_app(service: BridgeService, max_body_bytes: int) -> Flask:
     app = Flask("iris.bridge", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["iris_bridge"] = service
     install_error_handlers(app)
+    app.before_request(_only_the_bridge)
     app.register_blueprint(blueprint)
     return app

@@ -108,15 +108,22 @@ def test_a_conversation_key_continues_one_session(start_subagent: StartSub) -> N
 
 def test_the_bridge_port_serves_only_the_bridge(start_subagent: StartSub) -> None:
     sub = start_subagent()
-    for method, path in (
-        ("GET", "/health"),
-        ("GET", "/"),
-        ("POST", "/sessions/a/message"),
-        ("GET", "/bridge"),
+    bridge, job = f"{sub.bridge_url}/bridge", f"{sub.bridge_url}/bridge/jobs/r-any"
+    others = ("GET", "PUT", "PATCH", "DELETE", "OPTIONS")
+    for method, url in (
+        ("GET", f"{sub.bridge_url}/health"),
+        ("GET", f"{sub.bridge_url}/"),
+        ("POST", f"{sub.bridge_url}/sessions/a/message"),
+        ("POST", f"{bridge}/"),
+        *((m, bridge) for m in others),
+        *((m, job) for m in ("POST", *others[1:])),
     ):
-        response = requests.request(method, f"{sub.bridge_url}{path}", timeout=10)
-        assert response.status_code in {404, 405}, path
-        assert response.json()["code"] in {"not_found", "method_not_allowed"}
+        response = requests.request(method, url, timeout=10)
+        assert response.status_code == 404, (method, url)
+        assert response.json()["code"] == "not_found", (method, url)
+        assert "Allow" not in response.headers, (method, url)
+    for url in (bridge, job):  # no body to read, but the same status
+        assert requests.head(url, timeout=10).status_code == 404, url
     health = requests.get(f"{sub.server.url}/health", timeout=10).json()
     assert health["agent"] == "helper"
     assert sub.server.port == sub.bridge_port + 100 or sub.bridge_port >= 65400
