@@ -12,12 +12,22 @@ from iris_runtime.errors import IrisError
 log = logging.getLogger(__name__)
 
 
+# The exception's own rendering (an HTML page) is replaced by a JSON body, so its entity headers
+# go; the rest (Allow on 405, Retry-After, WWW-Authenticate, Content-Range) is protocol meaning.
+_BODY_HEADERS = frozenset({"content-type", "content-length"})
+
+
 def error_response(message: str, code: str, http_status: int, **extra: object) -> Response:
     response = jsonify({"error": message, "code": code, **extra})
     response.status_code = http_status
     if http_status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="iris"'
     return response
+
+
+def protocol_headers(exc: HTTPException) -> list[tuple[str, str]]:
+    """The headers werkzeug attaches to ``exc`` (``Allow`` for a 405, ...), minus its body's."""
+    return [(k, v) for k, v in exc.get_headers() if k.lower() not in _BODY_HEADERS]
 
 
 def install_error_handlers(app: Flask) -> None:
@@ -31,7 +41,10 @@ def install_error_handlers(app: Flask) -> None:
         code = (exc.name or "error").lower().replace(" ", "_")
         if status == 413:
             code = "payload_too_large"
-        return error_response(exc.description or exc.name or "error", code, status)
+        response = error_response(exc.description or exc.name or "error", code, status)
+        for name, value in protocol_headers(exc):
+            response.headers[name] = value
+        return response
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Response:
