@@ -9,7 +9,8 @@ Asking with ``Accept: application/x-ndjson`` gets a stream of JSON lines::
     {"type":"final","text":"…","requestId":"…","seq":2,"status":"done"}
 
 ending with exactly one ``final`` or ``error`` line. Otherwise the answer is one JSON body
-``{"text", "requestId", "status"}``. Readers ignore line types and fields they do not know.
+``{"text", "requestId", "status"}``. Readers ignore line types and fields they do not know, and
+the agent ignores request fields it does not know.
 """
 
 from __future__ import annotations
@@ -44,12 +45,13 @@ def validate_request_id(request_id: str) -> str:
 
 
 def parse_request(body: dict[str, Any]) -> BridgeRequest:
-    unknown = sorted(set(body) - REQUEST_FIELDS)
-    if unknown:
-        raise InvalidInput(f"unknown field(s): {', '.join(unknown)}", code="unknown_fields")
+    """The request's known fields, checked; fields it does not know are ignored, so a newer Iris
+    can add some without breaking older agents (a known field of the wrong type is still a 400)."""
     text = body.get("text")
+    if text is None:
+        raise InvalidInput("'text' is required", code="missing_fields")
     if not isinstance(text, str) or not text.strip():
-        raise InvalidInput("'text' must be a non-empty string", code="missing_fields")
+        raise InvalidInput("'text' must be a non-empty string", code="invalid_field")
     out: dict[str, str | None] = {}
     for name in ("conversationKey", "requestId", "origin"):
         value = body.get(name)

@@ -12,8 +12,14 @@ from iris_runtime.errors import InvalidInput
 
 
 def json_object(
-    *, required: Collection[str] = (), optional: Collection[str] = ()
+    *,
+    required: Collection[str] = (),
+    optional: Collection[str] = (),
+    ignore_unknown: bool = False,
 ) -> dict[str, Any]:
+    """The body as a JSON object with ``required`` present. Fields outside ``required`` and
+    ``optional`` are a 400 unless ``ignore_unknown`` (a protocol that must accept what newer
+    senders add); then they are dropped, so callers only ever see fields they know."""
     raw = request.get_data(cache=True)
     if not raw.strip():
         if required:
@@ -26,7 +32,9 @@ def json_object(
     if not isinstance(body, dict):
         raise InvalidInput("the request body must be a JSON object", code="malformed_json")
     unknown = sorted(set(body) - set(required) - set(optional))
-    if unknown:
+    if unknown and ignore_unknown:
+        body = {k: v for k, v in body.items() if k not in unknown}
+    elif unknown:
         raise InvalidInput(f"unknown field(s): {', '.join(unknown)}", code="unknown_fields")
     missing = sorted(set(required) - set(body))
     if missing:

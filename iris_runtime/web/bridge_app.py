@@ -72,7 +72,7 @@ def _wait_for_end(job: Job) -> Event:
 @blueprint.post("/bridge")
 def bridge() -> Response:
     service = _service()
-    job = service.handle(parse_request(json_object(optional=REQUEST_FIELDS)))
+    job = service.handle(parse_request(json_object(optional=REQUEST_FIELDS, ignore_unknown=True)))
     if NDJSON in request.headers.get("Accept", ""):
         response = Response(
             _stream(job, service.settings.bridge_heartbeat_seconds), mimetype=NDJSON

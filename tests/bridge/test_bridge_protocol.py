@@ -136,7 +136,10 @@ def test_bad_bridge_input(start_subagent: StartSub) -> None:
         (b"{nope", 400, "malformed_json"),
         (b'{"conversationKey": "x"}', 400, "missing_fields"),
         (b'{"text": "hi", "requestId": "../../etc/passwd"}', 400, "invalid_request_id"),
-        (b'{"text": "hi", "extra": 1}', 400, "unknown_fields"),
+        # Known fields keep their types, even though unknown ones are ignored.
+        (b'{"text": 5, "futureField": 1}', 400, "invalid_field"),
+        (b'{"text": "hi", "conversationKey": 5}', 400, "invalid_field"),
+        (b'{"text": "hi", "origin": ["x"], "futureField": 1}', 400, "invalid_field"),
         (json.dumps({"text": "x" * 5000}).encode(), 413, "payload_too_large"),
     ]
     for body, status, code in cases:
@@ -152,6 +155,19 @@ def test_bad_bridge_input(start_subagent: StartSub) -> None:
     assert requests.get(f"{jobs}/unknown-job", timeout=10).status_code == 404
     assert requests.get(f"{jobs}/..%2F..%2Fetc", timeout=10).status_code in {400, 404}
     assert not list(Path("/").glob("etc/passwd.jsonl"))
+
+
+def test_unknown_request_fields_are_ignored(start_subagent: StartSub) -> None:
+    """A newer Iris may send fields this agent does not know yet: they must not cost a 400."""
+    sub = start_subagent()
+    future = {"priority": "high", "attachments": [{"url": "x"}], "protocol": 2}
+    lines = sub.stream({"text": "hi", "requestId": "r-future", **future})
+    assert lines[-1]["type"] == "final" and lines[-1]["text"] == "echo: hi"
+    plain = requests.post(
+        f"{sub.bridge_url}/bridge", json={"text": "plain", "extra": None, **future}, timeout=30
+    )
+    assert plain.status_code == 200, plain.text
+    assert plain.json()["text"] == "echo: plain"
 
 
 def test_a_full_conversation_queue_is_an_error_line(start_subagent: StartSub) -> None:
