@@ -90,7 +90,8 @@ class AgentMentionRouter:
         )
         request.status(f"→ asking {agent}")
         try:
-            reply = call_agent_bridge(call)
+            with request.off_lane():  # waiting on the agent is not compute
+                reply = call_agent_bridge(call)
         except BridgeError as exc:
             return RouteOutcome(
                 f"({agent} failed: {exc.message})", "failed", exc.message, agent=agent
@@ -137,7 +138,8 @@ class CallAgentTool:
                 on_status=ctx.status,
                 abort=ctx.abort,
             )
-            reply = call_agent_bridge(call)
+            with ctx.off_lane():  # waiting on the agent is not compute
+                reply = call_agent_bridge(call)
         except IrisError as exc:
             return ToolResult(exc.message, is_error=True)
         if reply.status == "aborted":

@@ -14,7 +14,7 @@ from iris_runtime.config import Settings
 from iris_runtime.engine.agent import AgentLoop, AgentOutcome
 from iris_runtime.engine.channels import resolve_channel_dir
 from iris_runtime.engine.compaction import kept_count, needs_compaction, summarize
-from iris_runtime.engine.lanes import DEFAULT_LANE, Lanes
+from iris_runtime.engine.lanes import DEFAULT_LANE, Lanes, LaneSlot
 from iris_runtime.engine.observers import ObserverHub
 from iris_runtime.engine.output import RunSink
 from iris_runtime.engine.prompt import build_system_prompt
@@ -141,7 +141,7 @@ class Engine:
         return run.ticket
 
     def _start(self, run: Run) -> None:
-        self._lanes.submit(run.lane, lambda: self._execute(run))
+        run.queued = self._lanes.submit(run.lane, lambda slot: self._execute(run, slot))
 
     def _finish(self, run: Run) -> None:
         with self._lock:
@@ -169,6 +169,9 @@ class Engine:
             return False
         log.info("stopping run %s on %s", run.run_id, channel)
         run.abort.set()
+        self._lanes.wake()  # a run waiting to take its slot back sees the stop
+        if run.queued is not None and run.queued.withdraw():
+            self._resolve_unstarted(run)  # it never got a slot: answer its waiter now
         return True
 
     def is_running(self, channel: str) -> bool:
@@ -189,6 +192,10 @@ class Engine:
                 slot.waiting.clear()
         for run in running:
             run.abort.set()
+            if run.queued is not None and run.queued.withdraw():
+                waiting.append(run)  # still queued for a lane: it never ran
+        self._lanes.close()
+        self._lanes.wake()
         for run in waiting:
             self._cancel(run)
         self.observers.close_all()
@@ -200,14 +207,7 @@ class Engine:
                 transport.stop()
             except Exception:
                 log.exception("transport %s failed to stop", transport.transport_id)
-        done = threading.Event()
-
-        def drain() -> None:
-            self._lanes.shutdown(wait=True)
-            done.set()
-
-        threading.Thread(target=drain, daemon=True, name="iris-drain").start()
-        if not done.wait(timeout):
+        if not self._lanes.join(timeout):
             log.warning("runs still busy after %.0fs; exiting anyway", timeout)
 
     def _cancel(self, run: Run) -> None:
@@ -223,11 +223,20 @@ class Engine:
             )
         )
 
+    def _resolve_unstarted(self, run: Run) -> None:
+        """A run stopped before it started: logged as never run, answered as stopped."""
+        self._log_user(run, status="cancelled", reason="stopped")
+        self._finish(run)
+        run.ticket.resolve(RunResult(run.run_id, "stopped", ""))
+
     # -- running ------------------------------------------------------------------------------
 
-    def _execute(self, run: Run) -> None:
+    def _execute(self, run: Run, slot: LaneSlot) -> None:
+        if run.abort.is_set() and not self._stopping:
+            self._resolve_unstarted(run)  # stopped between being queued and starting
+            return
         try:
-            result = self._run(run)
+            result = self._run(run, slot)
         except Exception as exc:
             log.exception("run %s on %s crashed", run.run_id, run.channel)
             code = exc.code if isinstance(exc, IrisError) else "run_crashed"
@@ -242,7 +251,7 @@ class Engine:
             )
         run.ticket.resolve(result)
 
-    def _run(self, run: Run) -> RunResult:
+    def _run(self, run: Run, slot: LaneSlot) -> RunResult:
         transport = self.transports.get(run.transport_id)
         directory = resolve_channel_dir(self.settings.data_dir, run.channel, create=True)
         state = ChannelState(run.channel, directory, running=True)
@@ -259,7 +268,9 @@ class Engine:
         )
         ctx.set_working(True)
         try:
-            result = self._route(run, sink) or self._think(run, ctx, profile, sink, history)
+            result = self._route(run, sink, slot) or self._think(
+                run, ctx, profile, sink, history, slot
+            )
         finally:
             ctx.set_working(False)
         self._safe_log_reply(run, result)
@@ -270,8 +281,10 @@ class Engine:
         """Offer every message to ``router`` before the model sees it (see engine.routing)."""
         self._routers.append(router)
 
-    def _route(self, run: Run, sink: RunSink) -> RunResult | None:
-        request = RouteRequest(run.event, run.transport_id, sink.status, run.abort)
+    def _route(self, run: Run, sink: RunSink, slot: LaneSlot) -> RunResult | None:
+        request = RouteRequest(
+            run.event, run.transport_id, sink.status, run.abort, lambda: slot.off_lane(run.abort)
+        )
         for router in self._routers:
             outcome = router.route(request)
             if outcome is None:
@@ -298,6 +311,7 @@ class Engine:
         profile: TransportPromptProfile,
         sink: RunSink,
         history: list[Message],
+        slot: LaneSlot,
     ) -> RunResult:
         """Iris's own turn: the agent loop over the provider and the tools."""
         skills = discover_skills(self.settings.workspace, self._extra_skills)
@@ -320,6 +334,7 @@ class Engine:
             sandboxes=self.sandboxes,
             channel=run.channel,
             status=sink.status,
+            off_lane=lambda: slot.off_lane(run.abort),
         )
         user = Message(
             "user", _user_prompt(run.event, profile.attachments_tag_name, self.settings.data_dir)

@@ -1,31 +1,191 @@
-"""Lanes: named thread pools that runs execute on (``main``, ``subagent``, ``events``).
+"""Lanes: named compute budgets that runs execute under (``main``, ``subagent``, ``events``).
 
-A lane's width bounds how many runs of that kind execute at once across all channels; the
-one-run-per-channel rule is the scheduler's job (see :mod:`iris_runtime.engine.core`).
+A lane's width bounds how many runs of that kind *compute* at once across all channels; the
+one-run-per-channel rule is the scheduler's job (see :mod:`iris_runtime.engine.core`). A run that
+waits on something remote (a sub-agent's reply, possibly for hours) steps off its lane for the
+wait (:meth:`LaneSlot.off_lane`), so four long delegations cannot starve every other channel.
+
+A run waiting for a slot holds no thread: it is queued work, started on a thread of its own when
+a slot frees, and a queued run can be withdrawn (a stop, a shutdown) before it ever starts. A run
+coming back from a remote wait goes ahead of queued ones: it is already part-way through.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+
+log = logging.getLogger(__name__)
 
 DEFAULT_LANE = "main"
 
 
+class LaneSlot:
+    """A run's hold on one slot of its lane, handed to the work when it starts."""
+
+    def __init__(self, lane: Lane) -> None:
+        self._lane = lane
+        self._held = True
+
+    @contextlib.contextmanager
+    def off_lane(self, abort: threading.Event | None = None) -> Iterator[None]:
+        """Give the slot back for the duration of a remote wait; take one again afterwards.
+
+        If ``abort`` is set while waiting for the slot again, the run carries on without one:
+        it is finishing a stopped run, which costs next to nothing."""
+        if not self._held:
+            yield
+            return
+        self._held = False
+        self._lane.release()
+        try:
+            yield
+        finally:
+            self._held = self._lane.reacquire(abort)
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._lane.release()
+
+
+class QueuedWork:
+    """Work submitted to a lane; :meth:`withdraw` takes it back if it has not started."""
+
+    def __init__(self, lane: Lane, work: Callable[[LaneSlot], None]) -> None:
+        self._lane = lane
+        self.work = work
+
+    def withdraw(self) -> bool:
+        return self._lane.withdraw(self)
+
+
+class Lane:
+    def __init__(self, name: str, width: int) -> None:
+        self.name = name
+        self.width = width
+        self._cond = threading.Condition()
+        self._active = 0
+        self._returning = 0  # runs back from a remote wait, waiting for a slot
+        self._granted = 0  # slots handed to returning runs that have not taken them yet
+        self._queue: deque[QueuedWork] = deque()
+        self._threads: set[threading.Thread] = set()
+        self._closed = False
+
+    def submit(self, work: Callable[[LaneSlot], None]) -> QueuedWork:
+        item = QueuedWork(self, work)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError(f"lane {self.name} is shut down")
+            self._queue.append(item)
+            self._admit()
+        return item
+
+    def withdraw(self, item: QueuedWork) -> bool:
+        with self._cond:
+            try:
+                self._queue.remove(item)
+            except ValueError:
+                return False
+            return True
+
+    def release(self) -> None:
+        with self._cond:
+            self._active -= 1
+            self._admit()
+
+    def reacquire(self, abort: threading.Event | None) -> bool:
+        with self._cond:
+            if self._active < self.width and not self._returning:
+                self._active += 1
+                return True
+            self._returning += 1
+            while not self._granted and not (abort and abort.is_set()) and not self._closed:
+                self._cond.wait()
+            if self._granted:
+                self._granted -= 1
+                return True
+            self._returning -= 1
+            return False
+
+    def wake(self) -> None:
+        """Let waiters re-check their abort flags."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def _admit(self) -> None:
+        """Fill free slots: returning runs first, then queued work in order. Holds the lock."""
+        while self._active < self.width:
+            if self._returning > self._granted:
+                self._active += 1
+                self._granted += 1
+                self._cond.notify_all()
+            elif self._queue:
+                self._active += 1
+                self._start(self._queue.popleft())
+            else:
+                return
+
+    def _start(self, item: QueuedWork) -> None:
+        thread = threading.Thread(
+            target=self._execute, args=(item,), name=f"iris-lane-{self.name}", daemon=True
+        )
+        self._threads.add(thread)
+        thread.start()
+
+    def _execute(self, item: QueuedWork) -> None:
+        slot = LaneSlot(self)
+        try:
+            item.work(slot)
+        except Exception:  # the engine catches its own; this is a last line of defence
+            log.exception("work on lane %s crashed", self.name)
+        finally:
+            slot.release()
+            with self._cond:
+                self._threads.discard(threading.current_thread())
+                self._cond.notify_all()
+
+    def close(self) -> list[QueuedWork]:
+        """Accept nothing more; return the work that never started."""
+        with self._cond:
+            self._closed = True
+            pending = list(self._queue)
+            self._queue.clear()
+            self._cond.notify_all()
+            return pending
+
+    def join(self, deadline: float) -> bool:
+        with self._cond:
+            while self._threads:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
+
 class Lanes:
     def __init__(self, widths: dict[str, int]) -> None:
-        self._pools = {
-            name: ThreadPoolExecutor(max_workers=width, thread_name_prefix=f"iris-lane-{name}")
-            for name, width in widths.items()
-        }
+        self._lanes = {name: Lane(name, width) for name, width in widths.items()}
         self.widths = dict(widths)
 
-    def submit(self, lane: str, work: Callable[[], None]) -> Future[None]:
-        pool = self._pools.get(lane)
-        if pool is None:
-            raise ValueError(f"unknown lane {lane!r}; lanes are {', '.join(self._pools)}")
-        return pool.submit(work)
+    def submit(self, lane: str, work: Callable[[LaneSlot], None]) -> QueuedWork:
+        chosen = self._lanes.get(lane)
+        if chosen is None:
+            raise ValueError(f"unknown lane {lane!r}; lanes are {', '.join(self._lanes)}")
+        return chosen.submit(work)
 
-    def shutdown(self, *, wait: bool) -> None:
-        for pool in self._pools.values():
-            pool.shutdown(wait=wait, cancel_futures=True)
+    def wake(self) -> None:
+        for lane in self._lanes.values():
+            lane.wake()
+
+    def close(self) -> list[QueuedWork]:
+        return [item for lane in self._lanes.values() for item in lane.close()]
+
+    def join(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        return all(lane.join(deadline) for lane in self._lanes.values())

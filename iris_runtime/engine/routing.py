@@ -8,8 +8,10 @@ run, not in the transports.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -32,6 +34,9 @@ class RouteRequest:
     transport_id: str
     status: Callable[[str], None]
     abort: threading.Event
+    # ``with request.off_lane():`` around the wait for a remote reply frees the run's compute
+    # slot meanwhile (see engine.lanes); a no-op where the caller has no lanes.
+    off_lane: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
 
 
 class MessageRouter(Protocol):

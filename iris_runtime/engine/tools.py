@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,6 +50,9 @@ class ToolContext:
     channel: str = ""
     # Progress lines for the user (≤200 chars), e.g. from a long delegated call.
     status: Callable[[str], None] = field(default=lambda text: None)
+    # Wrap a wait on something remote (a sub-agent's reply) in ``with ctx.off_lane():`` so the
+    # run gives its compute slot back meanwhile (see engine.lanes).
+    off_lane: Callable[[], AbstractContextManager[None]] = field(default=contextlib.nullcontext)
 
 
 class Sandbox(Protocol):
@@ -102,13 +107,19 @@ def _check_arguments(tool: Tool, args: dict[str, Any]) -> str | None:
 
 
 class ToolRegistry:
+    """Tools by name. Plugins may register tools while runs read the registry (``engine_started``
+    comes after the engine is serving), so a registration replaces the whole mapping: a reader
+    always sees one consistent set, never a dict changing under its iteration."""
+
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._write_lock = threading.Lock()
 
     def register(self, tool: Tool) -> None:
-        if tool.name in self._tools:
-            raise ValueError(f"tool {tool.name!r} registered twice")
-        self._tools[tool.name] = tool
+        with self._write_lock:
+            if tool.name in self._tools:
+                raise ValueError(f"tool {tool.name!r} registered twice")
+            self._tools = {**self._tools, tool.name: tool}
 
     def names(self) -> list[str]:
         return list(self._tools)
