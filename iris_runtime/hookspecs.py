@@ -125,7 +125,12 @@ def register_commands(cli: click.Group) -> None:
 
 @hookspec
 def engine_started(engine: Engine) -> None:
-    """Called once in the serving process after the engine and its transports have started."""
+    """Called once in the serving process when the engine is assembled, just before its
+    transports start taking messages: add routers and tools here, and start background work.
+
+    Transports are registered (``engine.transports``) but not started yet, so whatever this
+    hook adds is in place for the very first message — a chat's backlog included. Tools and
+    routers may also be added later; runs read the registries safely while they change."""
 
 
 @hookspec

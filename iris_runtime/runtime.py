@@ -56,7 +56,8 @@ class Runtime:
     _on_stop: list[Callable[[], None]] = field(default_factory=list)
 
     def on_start(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` when the runtime starts (after the engine and its transports)."""
+        """Run ``callback`` when the runtime starts (before plugins' ``engine_started`` and the
+        transports)."""
         self._on_start.append(callback)
 
     def on_stop(self, callback: Callable[[], None]) -> None:
@@ -85,10 +86,12 @@ class Runtime:
         return runtime
 
     def start(self) -> None:
-        self.engine.start()
+        # Plugins add routers and tools in engine_started; transports start only after, so a
+        # message waiting at start-up (a chat backlog) finds every @agent route in place.
         for callback in self._on_start:
             callback()
         self.host.engine_started(self.engine)
+        self.engine.start()
         if self.events is not None:
             self.events.start()
         log.info(

@@ -78,6 +78,7 @@ class Engine:
         self._slots: dict[str, _ChannelSlot] = {}
         self._lock = threading.Lock()
         self._stopping = False
+        self.started = False  # whether the transports have started taking messages
 
     # -- transports ---------------------------------------------------------------------------
 
@@ -86,9 +87,12 @@ class Engine:
         self.prompt_profiles.register(transport.prompt_profile)
 
     def start(self) -> None:
+        """Start the transports: from here on messages arrive. Routers and tools must already
+        be in place (the runtime calls ``engine_started`` before this)."""
         for transport in self.transports.all():
             log.info("starting transport %s", transport.transport_id)
             transport.start()
+        self.started = True
 
     # -- accepting work -----------------------------------------------------------------------
 
@@ -279,7 +283,8 @@ class Engine:
 
     def add_router(self, router: MessageRouter) -> None:
         """Offer every message to ``router`` before the model sees it (see engine.routing)."""
-        self._routers.append(router)
+        # Replaced, not appended to, so a run iterating the routers never sees the list change.
+        self._routers = [*self._routers, router]
 
     def _route(self, run: Run, sink: RunSink, slot: LaneSlot) -> RunResult | None:
         request = RouteRequest(

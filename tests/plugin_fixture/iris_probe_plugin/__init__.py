@@ -35,13 +35,13 @@ SKILL_DIR = Path(__file__).resolve().parent / "skills" / "probe-skill"
 REPLY = "probe says hi"
 
 
-def _log(hook: str) -> None:
+def _log(hook: str, **fields: Any) -> None:
     """Append ``{"hook": hook}`` to $IRIS_PROBE_LOG with a single O_APPEND write, so lines from
     the gunicorn master, its worker and CLI runs never interleave."""
     path = os.environ.get(LOG_ENV)
     if not path:
         return
-    line = json.dumps({"hook": hook}) + "\n"
+    line = json.dumps({"hook": hook, **fields}) + "\n"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         os.write(fd, line.encode("utf-8"))
@@ -187,7 +187,8 @@ def register_commands(cli: click.Group) -> None:
 
 @hookimpl
 def engine_started(engine: Any) -> None:
-    _log("engine_started")
+    # Whether messages could already arrive: they must not, or they would miss our routes.
+    _log("engine_started", transports_started=engine.started)
 
 
 @hookimpl
