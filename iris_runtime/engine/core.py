@@ -275,11 +275,27 @@ class Engine:
             result = self._route(run, sink, slot) or self._think(
                 run, ctx, profile, sink, history, slot
             )
+        except Exception as exc:
+            log.exception("run %s on %s crashed", run.run_id, run.channel)
+            result = self._crashed(run, sink, exc)
         finally:
             ctx.set_working(False)
         self._safe_log_reply(run, result)
         sink.final(result.text)
         return result
+
+    @staticmethod
+    def _crashed(run: Run, sink: RunSink, exc: Exception) -> RunResult:
+        """A run that raised: its waiters still get what it said, then why it ended."""
+        code = exc.code if isinstance(exc, IrisError) else "run_crashed"
+        note = f"(run failed: {exc})"
+        try:
+            sink.respond_in_thread(note)
+            text = sink.accumulated() or note
+        except Exception:  # the transport itself may be what broke
+            log.exception("could not report the crash of run %s", run.run_id)
+            text = note
+        return RunResult(run.run_id, "failed", text, str(exc), code)
 
     def add_router(self, router: MessageRouter) -> None:
         """Offer every message to ``router`` before the model sees it (see engine.routing)."""

@@ -13,7 +13,8 @@ Point ``IRIS_SCRIPT_FILE`` at a file like::
 The rule is the first whose ``when`` occurs in the latest user message (no match: echo the
 message). The turn played is the number of model turns already taken since that message, so the
 script is stateless and safe under concurrency. Steps: ``text``, ``thinking``, ``tool`` (+``args``,
-``id``), ``sleep`` (seconds, interrupted by stop), ``error``, ``usage``, and ``recall`` (replies
+``id``), ``sleep`` (seconds, interrupted by stop), ``error``, ``raise`` (a crash, as a buggy
+provider would), ``usage``, and ``recall`` (replies
 with every earlier user message in the context, joined by `` | ``, proving what was replayed).
 The file is re-read on every call, so a test may rewrite it between turns. With
 ``IRIS_SCRIPT_CALLS_FILE`` set, every call is recorded there (one JSON line).
@@ -113,6 +114,8 @@ class ScriptedProvider:
             elif "error" in step:
                 yield ProviderError(str(step["error"]))
                 return
+            elif "raise" in step:  # a provider bug: providers must never raise
+                raise RuntimeError(str(step["raise"]))
             elif "usage" in step:
                 usage = Usage(**step["usage"])
         yield Done("end_turn", usage)

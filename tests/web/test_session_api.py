@@ -253,3 +253,35 @@ def test_a_failed_run_is_a_502_that_still_carries_its_text(
     assert body["code"] == "run_failed" and body["status"] == "failed"
     assert body["error"] == "upstream exploded"
     assert body["text"] == "started\n\n(run failed: upstream exploded)"
+
+
+def test_a_crashing_run_keeps_its_text_and_tells_its_watchers(
+    start_iris: Start, write_script: WriteScript
+) -> None:
+    # A provider that raises (a plugin bug) after the run already said something.
+    server = scripted(
+        start_iris,
+        write_script,
+        [
+            {
+                "when": "crash",
+                "turns": [
+                    [{"text": "looking"}, {"tool": "bash", "args": {"command": "true"}}],
+                    [{"raise": "provider bug"}],
+                ],
+            }
+        ],
+    )
+    stream = SSEReader(server, "k1")
+    reply = server.post("/sessions/k1/message", json_body={"text": "crash please"})
+    assert reply.status == 502
+    body = reply.json()
+    assert (body["status"], body["code"]) == ("failed", "run_crashed")
+    assert body["text"] == "looking\n\n(run failed: provider bug)"
+    stream.wait_for(lambda evs: any(e["event"] == "final" for e in evs))
+    assert [e["text"] for e in stream.events if e["event"] == "final"] == [body["text"]]
+    stream.close()
+    entries = server.get("/sessions/k1/history").json()["entries"]
+    assert entries[-1]["text"] == body["text"] and entries[-1]["status"] == "failed"
+    # The channel is free again.
+    assert server.post("/sessions/k1/message", json_body={"text": "hi"}).json()["status"] == "done"
