@@ -48,6 +48,7 @@ def test_missing_or_wrong_token_is_401(shared_iris_server: IrisServer, header: s
         (b'{"text": 5}', "invalid_field"),
         (b'{"text": "   "}', "invalid_field"),
         (b'{"text": "hi", "attachments": "nope"}', "invalid_field"),
+        (b'{"text": "hi", "attachments": null}', "invalid_field"),
         (b'{"text": "hi", "attachments": [{"url": "http://example.com/x"}]}', "invalid_attachment"),
         (
             b'{"text": "hi", "attachments": [{"local": "SESSION-a/attachments/1_nope.pdf"}]}',
@@ -126,6 +127,19 @@ def test_missing_file_name_is_400(shared_iris_server: IrisServer) -> None:
     assert_error(
         shared_iris_server.post("/sessions/a/attachments", body=b"data"), 400, "missing_filename"
     )
+
+
+@pytest.mark.parametrize("body", [None, b""])
+def test_an_empty_upload_is_400_and_leaves_nothing(
+    shared_iris_server: IrisServer, body: bytes | None
+) -> None:
+    """No body at all, or ``Content-Length: 0``: a forgotten ``--data-binary`` is not a file."""
+    reply = shared_iris_server.post(
+        "/sessions/empty/attachments", body=body, headers={"X-Filename": "nothing.txt"}
+    )
+    assert_error(reply, 400, "empty_attachment")
+    attachments = shared_iris_server.data_dir / "SESSION-empty" / "attachments"
+    assert not attachments.exists() or list(attachments.iterdir()) == []
 
 
 def test_bodies_over_the_limit_are_413_and_leave_nothing(start_iris: Start) -> None:

@@ -49,6 +49,14 @@ def _create_exclusive(directory: Path, name: str) -> tuple[Path, int]:
 
 def save_upload(data_dir: Path, channel: str) -> dict[str, Any]:
     name = _header_filename()
+    chunk = request.stream.read(CHUNK)  # over the body limit → 413
+    if not chunk:
+        # Nearly always a client that forgot the file (curl without --data-binary), not a
+        # deliberate zero-byte file: say so before anything is created.
+        raise InvalidInput(
+            "the request body is empty: send the file's bytes (e.g. curl --data-binary @file)",
+            code="empty_attachment",
+        )
     directory = resolve_channel_dir(data_dir, channel, create=True) / ATTACHMENTS
     directory.mkdir(mode=0o700, exist_ok=True)
     resolve_channel_path(data_dir, channel, ATTACHMENTS, name)  # same checks as on use
@@ -56,9 +64,10 @@ def save_upload(data_dir: Path, channel: str) -> dict[str, Any]:
     size = 0
     try:
         with os.fdopen(fd, "wb") as handle:
-            while chunk := request.stream.read(CHUNK):  # over the body limit → 413
+            while chunk:
                 size += len(chunk)
                 handle.write(chunk)
+                chunk = request.stream.read(CHUNK)
     except BaseException:
         path.unlink(missing_ok=True)
         raise
@@ -66,8 +75,8 @@ def save_upload(data_dir: Path, channel: str) -> dict[str, Any]:
 
 
 def resolve_handles(data_dir: Path, channel: str, items: Any) -> tuple[Attachment, ...]:
-    if items is None:
-        return ()
+    """The handles of a message's ``attachments`` field (``[]`` when absent; ``null`` is not a
+    list and is refused like any other non-list)."""
     if not isinstance(items, list):
         raise InvalidInput(
             "'attachments' must be a list of {\"local\": handle}", code="invalid_field"

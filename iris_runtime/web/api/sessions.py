@@ -41,7 +41,7 @@ def send_message(session_id: str) -> Response:
     body = json_object(required={"text"}, optional={"attachments", "user"})
     text = string_field(body, "text")
     user = string_field(body, "user") if "user" in body else "api"
-    attachments = resolve_handles(runtime.settings.data_dir, channel, body.get("attachments"))
+    attachments = resolve_handles(runtime.settings.data_dir, channel, body.get("attachments", []))
     event = TransportEvent(channel=channel, text=text, user=user, attachments=attachments)
     ticket = runtime.engine.transports.session_owner(channel).inject_session_message(event)
     result = ticket.wait()
