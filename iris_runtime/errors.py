@@ -36,6 +36,20 @@ class NotFound(IrisError):
     status = 404
 
 
+class NoSuchChannel(NotFound):
+    """A channel id has a transport's shape but names no channel of it (malformed, unknown)."""
+
+    code = "no_such_channel"
+
+
+class TransportNotRunning(IrisError):
+    """A channel id belongs to a transport that is installed but not running in this process
+    (no credentials configured): nothing may be delivered there, not even by the catch-all."""
+
+    code = "transport_not_running"
+    status = 409
+
+
 class Unauthorized(IrisError):
     code = "unauthorized"
     status = 401

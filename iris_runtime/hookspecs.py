@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from iris_runtime.config import Settings
     from iris_runtime.engine.core import Engine
+    from iris_runtime.engine.transport import ChannelShape
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 
@@ -39,7 +40,27 @@ def register_transports(register: Callable[..., None], settings: Settings) -> No
     a transport with no token configured registers nothing and costs nothing (no connection, no
     log lines). Transports are consulted in registration order to find a channel's owner; the
     built-in headless bridge transport owns every channel and is always consulted last. Pass
-    ``register(factory, fallback=True)`` only for another such catch-all.
+    ``register(factory, fallback=True)`` only for another such catch-all. Declare the shape of
+    your channel ids with ``register_channel_shapes`` too, so they are never the catch-all's.
+    """
+
+
+@hookspec
+def register_channel_shapes(register: Callable[[ChannelShape], None]) -> None:
+    """Declare the channel ids your transport claims, whether or not it is configured.
+
+    Call ``register(ChannelShape(transport_id, claims, valid=..., rule=...))`` (see
+    ``iris_runtime.engine.transport.ChannelShape``): ``claims`` is a compiled pattern matched
+    against the whole id (``re.compile(r"tg-.*")``), ``valid`` the subset that is well-formed
+    (``tg-<integer>``; None when every claimed id is), ``rule`` one phrase for error messages.
+    Iris calls this in every serving process, credentials or not, so it must cost nothing:
+    compile patterns, import nothing heavy, connect nowhere, log nothing.
+
+    An id a shape claims is never handed to the bridge catch-all. When no running transport
+    owns it, the API refuses it (and an event file gets the reason in its ``.error`` file):
+    ``404 no_such_channel`` when it is not ``valid`` or the running transport does not own it,
+    ``409 transport_not_running`` when the transport is not running. The first declared shape
+    that claims an id wins; pick a distinct prefix.
     """
 
 

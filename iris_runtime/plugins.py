@@ -23,6 +23,7 @@ import pluggy
 
 from iris_runtime import PROJECT_NAME, hookspecs
 from iris_runtime.config import Settings
+from iris_runtime.engine.transport import ChannelShape
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +131,17 @@ class PluginHost:
             ),
             settings=self.settings,
         )
+        return found
+
+    def channel_shapes(self) -> list[ChannelShape]:
+        found: list[ChannelShape] = []
+
+        def register(shape: ChannelShape) -> None:
+            if not isinstance(shape, ChannelShape):
+                raise TypeError(f"register_channel_shapes wants a ChannelShape, not {shape!r}")
+            found.append(shape)
+
+        self.manager.hook.register_channel_shapes(register=register)
         return found
 
     def tools(self) -> list[Any]:

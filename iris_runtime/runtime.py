@@ -77,6 +77,10 @@ class Runtime:
         )
         for transport in host.transports():
             engine.add_transport(transport.build(engine), fallback=transport.fallback)
+        # Declared by installed transports even when they are off, so their ids are refused
+        # (404/409) instead of falling through to the bridge catch-all.
+        for shape in host.channel_shapes():
+            engine.transports.declare(shape)
         runtime = cls(settings, host, engine, broker_for(settings, host.secret_backends()))
         runtime.events = EventService.for_engine(engine)
         # Sub-agents in process mode (no systemd) are children of the running Iris.

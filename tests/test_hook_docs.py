@@ -124,11 +124,17 @@ def test_every_hook_is_called_by_the_runtime(tmp_path: Path) -> None:
     try:
         server.start(timeout=60.0)
         reply = server.post("/sessions/x/message", json_body={"text": "hi"})
+        # The probe's declared channel shape: refused, never taken by the bridge catch-all.
+        off = server.post("/channels/PROBE-1/events", json_body={"text": "x"})
+        malformed = server.post("/channels/PROBE-x/events", json_body={"text": "x"})
     finally:
         exit_code = server.stop()
     assert reply.status == 200, reply.body
     assert reply.json()["text"] == "probe says hi"
     assert exit_code == 0, server.log_tail()
+    assert (off.status, off.json()["code"]) == (409, "transport_not_running"), off.body
+    assert (malformed.status, malformed.json()["code"]) == (404, "no_such_channel")
+    assert "probe" in off.json()["error"] and "PROBE-<digits>" in malformed.json()["error"]
     served = logged_hooks(log)
     assert served.count("engine_started") == 1, served
     assert served.count("engine_stopping") == 1, (served, server.log_tail())

@@ -6,6 +6,7 @@ own platform words (through its :class:`TransportPromptProfile`); the engine han
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -13,7 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from iris_runtime.errors import NotFound, PromptProfileMissing
+from iris_runtime.errors import (
+    NoSuchChannel,
+    NotFound,
+    PromptProfileMissing,
+    TransportNotRunning,
+)
 
 if TYPE_CHECKING:
     from iris_runtime.engine.runs import RunTicket
@@ -108,6 +114,25 @@ class TransportPromptProfile:
     max_message_chars: int
 
 
+@dataclass(frozen=True)
+class ChannelShape:
+    """The channel ids one transport claims, declared by its plugin even while it is off.
+
+    ``claims`` (matched in full) is every id of the transport's shape, well-formed or not, such
+    as ``xy-.*``; ``valid`` (in full) is the well-formed ones (None: every claimed id is), and
+    ``rule`` says in words what a valid id looks like, for error messages. A claimed id is never
+    handed to a catch-all transport: see :meth:`TransportRegistry.owner`.
+    """
+
+    transport_id: str
+    claims: re.Pattern[str]
+    valid: re.Pattern[str] | None = None
+    rule: str = ""
+
+    def is_valid(self, channel_id: str) -> bool:
+        return self.valid is None or bool(self.valid.fullmatch(channel_id))
+
+
 @runtime_checkable
 class MessageContext(Protocol):
     """Reply plumbing for one inbound event, built by the transport that received it."""
@@ -191,12 +216,17 @@ class TransportRegistry:
     """Transports in registration order; the first that owns a channel serves it.
 
     A fallback transport (the headless bridge, which owns every channel) is always consulted last,
-    whatever order it was added in, so a catch-all can never shadow a specific transport.
+    whatever order it was added in, so a catch-all can never shadow a specific transport. Nor can
+    it take a channel whose id has a declared :class:`ChannelShape` (declared by the transport's
+    plugin whether or not the transport runs): such an id is refused instead, with
+    :class:`NoSuchChannel` (404) when it is not a valid id of that transport, or when the running
+    transport does not own it, and :class:`TransportNotRunning` (409) when the transport is off.
     """
 
     def __init__(self) -> None:
         self._ordered: list[ChannelTransport] = []
         self._fallbacks: list[ChannelTransport] = []
+        self._shapes: list[ChannelShape] = []
 
     def add(self, transport: ChannelTransport, *, fallback: bool = False) -> None:
         ids = {t.transport_id for t in self.all()}
@@ -211,18 +241,59 @@ class TransportRegistry:
         """The transports that claim channels of their own (every one but the catch-alls)."""
         return list(self._ordered)
 
+    def declare(self, shape: ChannelShape) -> None:
+        """Record the ids a transport claims; the first declared shape that claims an id wins."""
+        self._shapes.append(shape)
+
+    def shapes(self) -> list[ChannelShape]:
+        return list(self._shapes)
+
+    def claimed_by(self, channel_id: str) -> ChannelShape | None:
+        return next((s for s in self._shapes if s.claims.fullmatch(channel_id)), None)
+
     def owner(self, channel_id: str) -> ChannelTransport:
-        for transport in self.all():
+        for transport in self._ordered:
+            if transport.owns_channel(channel_id):
+                return transport
+        self._refuse_claimed(channel_id)
+        for transport in self._fallbacks:
             if transport.owns_channel(channel_id):
                 return transport
         raise NotFound(f"no transport owns channel {channel_id!r}", code="no_transport")
 
     def session_owner(self, channel_id: str) -> SessionInjector:
         """The first transport that owns the channel and can back an API session."""
-        for transport in self.all():
+        owned = False
+        for transport in self._ordered:
+            if transport.owns_channel(channel_id):
+                owned = True
+                if isinstance(transport, SessionInjector):
+                    return transport
+        if not owned:
+            self._refuse_claimed(channel_id)
+        for transport in self._fallbacks:
             if transport.owns_channel(channel_id) and isinstance(transport, SessionInjector):
                 return transport
         raise NotFound(f"no session-capable transport owns {channel_id!r}", code="no_transport")
+
+    def _refuse_claimed(self, channel_id: str) -> None:
+        """Raise if a declared shape claims ``channel_id`` (no running transport owns it)."""
+        shape = self.claimed_by(channel_id)
+        if shape is None:
+            return
+        name = shape.transport_id
+        if not shape.is_valid(channel_id):
+            rule = f" ({shape.rule})" if shape.rule else ""
+            raise NoSuchChannel(
+                f"channel {channel_id!r} is not a valid {name} channel id{rule}; "
+                f"ids of this shape belong to the {name} transport"
+            )
+        if any(t.transport_id == name for t in self.all()):
+            raise NoSuchChannel(f"the {name} transport has no channel {channel_id!r}")
+        raise TransportNotRunning(
+            f"channel {channel_id!r} belongs to the {name} transport, which is not running in "
+            "this Iris (its plugin is installed but not configured)"
+        )
 
     def get(self, transport_id: str) -> ChannelTransport:
         for transport in self.all():

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from iris_runtime.engine.transport import TransportRegistry
-from iris_runtime.errors import InvalidInput, NotFound
+from iris_runtime.errors import InvalidInput, IrisError, NotFound, TransportNotRunning
 from iris_runtime.events.consume import consume
 from iris_runtime.events.delivery import Delivery
 from iris_runtime.events.files import (
@@ -272,21 +272,30 @@ class EventService:
 
     def route_problem(self, folder: Folder, spec: EventSpec) -> str | None:
         """Why ``spec`` cannot be delivered from ``folder``, or None when it can."""
+        error = self.route_error(folder, spec)
+        return None if error is None else error.message
+
+    def route_error(self, folder: Folder, spec: EventSpec) -> IrisError | None:
+        """:meth:`route_problem` as the error the API answers: ``NoSuchChannel`` (404) or
+        ``TransportNotRunning`` (409) for a channel of a transport's shape that no running
+        transport serves, ``InvalidInput`` (400 ``unroutable_event``) for a wrong folder."""
         try:
             owner = self._transports.owner(spec.channel)
-        except NotFound:
-            return f"no transport owns channel {spec.channel!r}"
+        except (NotFound, TransportNotRunning) as exc:
+            return exc
         if folder.transport is None or owner.transport_id == folder.transport:
             return None
         if not any(t.transport_id == folder.transport for t in self._transports.all()):
-            return (
+            problem = (
                 f"the {folder.transport} transport is not loaded, so events in {folder.rel}/ "
                 "cannot be delivered (is it configured?)"
             )
-        return (
-            f"channel {spec.channel!r} belongs to the {owner.transport_id} transport, not "
-            f"{folder.transport}; put this file in {ROOT_FOLDER}/ instead"
-        )
+        else:
+            problem = (
+                f"channel {spec.channel!r} belongs to the {owner.transport_id} transport, not "
+                f"{folder.transport}; put this file in {ROOT_FOLDER}/ instead"
+            )
+        return InvalidInput(problem, code="unroutable_event")
 
     def on_event(self, rel: str, folder: Folder, spec: EventSpec, file_digest: str) -> str | None:
         reason = self.route_problem(folder, spec)

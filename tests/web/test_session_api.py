@@ -205,9 +205,10 @@ def test_reset_and_inject_turn(start_iris: Start, write_script: WriteScript) -> 
 
 
 def test_channel_addressed_events_reach_the_owning_transport(iris_server: IrisServer) -> None:
-    reply = iris_server.post("/channels/C42/events", json_body={"text": "wake up"})
+    # A channel of no transport's shape (C42 would be Slack's: see test_channel_ownership).
+    reply = iris_server.post("/channels/ops-42/events", json_body={"text": "wake up"})
     assert reply.status == 202 and reply.json() == {"accepted": True, "transport": "bridge"}
-    log = iris_server.data_dir / "C42" / "log.jsonl"
+    log = iris_server.data_dir / "ops-42" / "log.jsonl"
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and (
         not log.exists() or len(log.read_text().splitlines()) < 2

@@ -83,9 +83,9 @@ def add() -> tuple[Response, int]:
     if not isinstance(replace, bool):
         raise InvalidInput("'replace' must be true or false", code="invalid_field")
     spec = parse_event_fields({k: body[k] for k in _EVENT_FIELDS if k in body})
-    problem = service.route_problem(folder, spec)
-    if problem is not None:
-        raise InvalidInput(problem, code="unroutable_event")
+    refused = service.route_error(folder, spec)
+    if refused is not None:
+        raise refused
     data_dir = runtime.settings.data_dir
     path = add_event(data_dir, folder, name, spec, replace=replace)
     # From what was written, not from the folder: an immediate event may have run already.

@@ -1,8 +1,9 @@
 """The ``slack`` plugin: registers the Slack transport when its two tokens are configured.
 
 With neither ``IRIS_SLACK_APP_TOKEN`` nor ``IRIS_SLACK_BOT_TOKEN`` set (nor their ``_FILE``
-forms) it registers nothing, imports no Slack code, connects nowhere and logs nothing. One token
-without the other is a configuration error.
+forms) it registers no transport, imports no Slack code, connects nowhere and logs nothing; it
+still declares which channel ids are Slack's, so they are refused while Slack is off instead of
+being taken by the bridge. One token without the other is a configuration error.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from iris_runtime import hookimpl
 from iris_runtime.config import Settings
+from iris_runtime.engine.transport import ChannelShape
+from iris_slack.channel_ids import CHANNEL_ID, TRANSPORT_ID
 from iris_slack.config import SlackConfig
 
 if TYPE_CHECKING:
@@ -30,3 +33,9 @@ def register_transports(register: Callable[..., None], settings: Settings) -> No
         return SlackTransport(engine, config)
 
     register(build)
+
+
+@hookimpl
+def register_channel_shapes(register: Callable[[ChannelShape], None]) -> None:
+    # Configured or not: a Slack id is never the bridge's, so it is refused while Slack is off.
+    register(ChannelShape(TRANSPORT_ID, claims=CHANNEL_ID))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 from collections import OrderedDict
 from contextlib import AbstractContextManager
@@ -43,6 +42,7 @@ from iris_runtime.engine.transport import (
 )
 from iris_runtime.errors import EngineStopping, IrisError, QueueFull
 from iris_slack.api import SlackApi, SlackError, classify, sdk_logger
+from iris_slack.channel_ids import CHANNEL_ID
 from iris_slack.config import SlackConfig
 from iris_slack.context import THINKING, SlackContext
 from iris_slack.directory import Directory
@@ -61,10 +61,6 @@ from iris_slack.throttle import EditPacer
 
 log = logging.getLogger(__name__)
 
-# Slack conversation ids: C (channels), G (private channels, group DMs), D (direct messages),
-# then capitals and digits with at least one digit (every Slack id has one): all-capital names
-# such as GENERAL, DAILY or CRON are other transports' channels, not Slack's.
-CHANNEL_ID = re.compile(r"[CDG](?=[A-Z]*[0-9])[A-Z0-9]{2,31}")
 STOP_WORDS = frozenset({"stop", "/stop", "stop!", "stop."})
 # Message subtypes that are a person saying something; edits, joins, bots and the like are not.
 SPOKEN_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})

@@ -23,9 +23,10 @@ from iris_runtime.runtime import Runtime
 runtime = Runtime.build(Settings.from_env())
 runtime.start()
 ids = [t.transport_id for t in runtime.engine.transports.all()]
+shapes = [s.transport_id for s in runtime.engine.transports.shapes()]
 runtime.stop()
 loaded = sorted(m for m in sys.modules if m.startswith(("slack_sdk", "websocket", "iris_slack.")))
-print(ids, loaded)
+print(ids, "slack" in shapes, loaded)
 """
 
 
@@ -35,7 +36,9 @@ def test_without_tokens_nothing_is_registered_imported_or_started(tmp_path: Path
         [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['bridge'] ['iris_slack.config', 'iris_slack.plugin']"
+    # Only the id shape is declared (a regex, so Slack ids are refused while Slack is off).
+    modules = "['iris_slack.channel_ids', 'iris_slack.config', 'iris_slack.plugin']"
+    assert done.stdout.strip() == f"['bridge'] True {modules}"
     assert "slack" not in done.stderr.replace("slack/events/", "")  # no log line at all
 
 

@@ -70,6 +70,14 @@ class TelegramUnauthorized(TelegramError):
     """401: Telegram does not know this token."""
 
 
+class TelegramChatNotFound(TelegramError):
+    """400 "chat not found": no such chat, or the bot is not in it. A ``tg-`` id that names
+    no chat the bot can reach is a channel that does not exist, hence 404 at the API."""
+
+    code = "no_such_channel"
+    status = 404
+
+
 class TelegramStopped(TelegramError):
     """The transport stopped while a call was waiting to retry."""
 
@@ -249,6 +257,8 @@ class BotApi:
             kind = TelegramConflict
         elif code == 401:
             kind = TelegramUnauthorized
+        elif code == 400 and "chat not found" in description.lower():
+            kind = TelegramChatNotFound
         raise kind(method, description, error_code=code, retry_after=retry_after)
 
     # -- files ----------------------------------------------------------------------------------

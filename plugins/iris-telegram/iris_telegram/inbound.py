@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CHANNEL_PREFIX = "tg-"
-_CHANNEL = re.compile(r"tg-(-?[1-9][0-9]{0,19})")
+# A Telegram channel: tg-<chat id>, where a chat id is a non-zero integer (negative for groups).
+CHANNEL_ID = re.compile(r"tg-(-?[1-9][0-9]{0,19})")
 _COMMAND = re.compile(r"/([A-Za-z0-9_]{1,32})(?:@([A-Za-z0-9_]{3,64}))?(?=\s|$)")
 MAX_NAME_BYTES = 120
 
@@ -26,7 +27,7 @@ def channel_for(chat_id: int) -> str:
 
 def chat_id_of(channel: str) -> int | None:
     """The chat id of a ``tg-<chat id>`` channel; None for any other id."""
-    match = _CHANNEL.fullmatch(channel)
+    match = CHANNEL_ID.fullmatch(channel)
     return int(match.group(1)) if match else None
 
 

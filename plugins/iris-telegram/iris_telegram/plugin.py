@@ -1,15 +1,20 @@
 """Registers the Telegram transport (entry point ``telegram`` in the ``iris`` group) when
-``TELEGRAM_BOT_TOKEN`` is set. Without it this plugin registers nothing, connects nowhere and
-logs nothing."""
+``TELEGRAM_BOT_TOKEN`` is set. Without it this plugin registers no transport, connects nowhere
+and logs nothing; it still declares that ``tg-`` channel ids are Telegram's, so they are refused
+while Telegram is off instead of being taken by the bridge."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from iris_runtime import hookimpl
 from iris_runtime.config import Settings
 from iris_runtime.engine.core import Engine
+from iris_runtime.engine.transport import ChannelShape
 from iris_telegram.config import TelegramConfig
+from iris_telegram.inbound import CHANNEL_ID, CHANNEL_PREFIX
+from iris_telegram.profile import TRANSPORT_ID
 
 
 @hookimpl
@@ -24,3 +29,15 @@ def register_transports(register: Callable[..., None], settings: Settings) -> No
         return TelegramTransport(engine, config)
 
     register(build)
+
+
+@hookimpl
+def register_channel_shapes(register: Callable[[ChannelShape], None]) -> None:
+    register(
+        ChannelShape(
+            TRANSPORT_ID,
+            claims=re.compile(re.escape(CHANNEL_PREFIX) + ".*"),
+            valid=CHANNEL_ID,
+            rule="tg-<chat id>, and Telegram chat ids are integers",
+        )
+    )

@@ -54,7 +54,10 @@ def test_no_token_costs_nothing(
         reply = server.post("/sessions/zero/message", json_body={"text": "hello"})
         assert reply.status == 200, reply.body
         answer = server.post("/channels/tg-42/events", json_body={"text": "x"})
-        assert answer.json()["transport"] == "bridge"  # nobody claims tg- channels
+        # Still Telegram's channel, refused: never "delivered" by the bridge catch-all.
+        assert answer.status == 409, answer.body
+        assert answer.json()["code"] == "transport_not_running"
+        assert "telegram" in answer.json()["error"]
     finally:
         server.stop()
     assert fake_telegram.calls == [], "no connection to the Bot API"

@@ -198,9 +198,32 @@ def test_an_api_event_for_a_tg_channel_reaches_telegram(iris: TelegramIris) -> N
     assert message.text == "echo: ping from api"
     assert message.history == ["echo: ping from api"]  # no placeholder for an event
     assert message.reply_to is None
-    # Channel ids that are not Telegram chats are not claimed by this transport.
-    other = iris.server.post("/channels/tg-notachat/events", json_body={"text": "x"})
-    assert other.status == 202 and other.json()["transport"] == "bridge"
+    # A tg- id that is no Telegram chat id is refused, never handed to the bridge catch-all.
+    for channel in ("tg-notachat", "tg-ops"):
+        other = iris.server.post(f"/channels/{channel}/events", json_body={"text": "x"})
+        assert other.status == 404, other.body
+        assert other.json()["code"] == "no_such_channel"
+        assert "telegram" in other.json()["error"] and "integer" in other.json()["error"]
+        assert not (iris.server.data_dir / channel).exists()
+
+
+def test_an_escalation_reaches_a_telegram_chat_and_a_wrong_one_is_refused(
+    iris: TelegramIris,
+) -> None:
+    chat = new_chat()
+    iris.fake.chat(chat)
+    posted = iris.server.post("/escalate", json_body={"text": "disk full", "channel": f"tg-{chat}"})
+    assert posted.status == 202, posted.body
+    assert posted.json()["transport"] == "telegram"
+    [message] = iris.wait(lambda f: f.bot_messages(chat), "the escalation")
+    assert message.text == "⚠ Escalation from iris (error): disk full"
+    malformed = iris.server.post("/escalate", json_body={"text": "x", "channel": "tg-ops"})
+    assert malformed.status == 404 and malformed.json()["code"] == "no_such_channel"
+    assert "telegram" in malformed.json()["error"]
+    unknown = iris.server.post("/escalate", json_body={"text": "x", "channel": f"tg-{new_chat()}"})
+    assert unknown.status == 404, unknown.body
+    assert unknown.json()["code"] == "no_such_channel"
+    assert "chat not found" in unknown.json()["error"]
 
 
 def test_a_scheduled_event_file_reaches_telegram(iris: TelegramIris) -> None:

@@ -1,6 +1,7 @@
 """Registers the Web UI: its transport (only when ``IRIS_WEBUI_PORT`` is set), its pages on the
 ``webui`` surface, and the ``?agent=`` router. Without the port the plugin serves nothing and
-registers no transport.
+registers no transport; it still declares that ``WEBUI-`` channel ids are its own, so they are
+refused while the Web UI is off instead of being taken by the bridge.
 
 ``issue_login_link`` is called by ``iris serve`` (the gunicorn master) before it forks: it makes
 the one-time login key and returns the line to print; ``iris webui link`` (``cli``) prints a
@@ -9,6 +10,7 @@ fresh link any time.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import click
@@ -16,6 +18,7 @@ import click
 from iris_runtime import hookimpl
 from iris_runtime.config import Settings
 from iris_runtime.engine.core import Engine
+from iris_runtime.engine.transport import ChannelShape
 
 TRANSPORT_ID = "webui"
 
@@ -36,6 +39,22 @@ def register_transports(register: Callable[..., None], settings: Settings) -> No
 
     # Not a fallback: consulted before the bridge, so WEBUI-* channels resolve to us.
     register(build)
+
+
+@hookimpl
+def register_channel_shapes(register: Callable[[ChannelShape], None]) -> None:
+    # Port or no port: WEBUI-* ids are never the bridge's, so they are refused while it is off.
+    from iris_webui.profile import CHANNEL_PREFIX
+    from iris_webui.uploads import CHANNEL_ID
+
+    register(
+        ChannelShape(
+            TRANSPORT_ID,
+            claims=re.compile(re.escape(CHANNEL_PREFIX) + ".*"),
+            valid=CHANNEL_ID,
+            rule="WEBUI-<conversation id>: 1-64 letters, digits, '_' or '-'",
+        )
+    )
 
 
 @hookimpl

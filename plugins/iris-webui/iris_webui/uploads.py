@@ -26,6 +26,8 @@ SERVED_DIRS = (ATTACHMENTS_DIR, FILES_DIR)
 CHUNK = 64 * 1024
 MAX_NAME_BYTES = 180  # + the "<stamp>-<n>_" prefix (<= 20): the engine's 200-byte cap
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# The channel of a browser conversation, as session_of accepts it.
+CHANNEL_ID = re.compile(re.escape(CHANNEL_PREFIX) + _SESSION_ID.pattern)
 _UNSAFE = re.compile(r"[^\w.+ ()\[\]-]+")
 
 

@@ -11,13 +11,16 @@ called, in which processes it ran. Besides logging, the probe contributes one of
 - blueprint ``GET /probe`` on the API surface;
 - command ``iris probe-hello``.
 
-It registers no transport: ``register_transports`` only logs the call.
+It registers no transport: ``register_transports`` only logs the call. It does declare the
+channel-id shape ``PROBE-<digits>`` (``register_channel_shapes``), so such channels are refused
+as belonging to a transport that is not running (``PROBE-x`` as no valid probe channel).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +32,7 @@ from flask import Blueprint, Response, jsonify
 from iris_runtime import hookimpl
 from iris_runtime.engine.provider import Done, ProviderEvent, ProviderRequest, TextDelta
 from iris_runtime.engine.tools import ToolContext, ToolResult
+from iris_runtime.engine.transport import ChannelShape
 
 LOG_ENV = "IRIS_PROBE_LOG"
 SKILL_DIR = Path(__file__).resolve().parent / "skills" / "probe-skill"
@@ -141,6 +145,19 @@ def probe_hello() -> None:
 @hookimpl
 def register_transports(register: Callable[..., None], settings: Any) -> None:
     _log("register_transports")  # a probe: it owns no channel, so it registers nothing
+
+
+@hookimpl
+def register_channel_shapes(register: Callable[[ChannelShape], None]) -> None:
+    _log("register_channel_shapes")
+    register(
+        ChannelShape(
+            "probe",
+            claims=re.compile(r"PROBE-.*"),
+            valid=re.compile(r"PROBE-[0-9]+"),
+            rule="PROBE-<digits>",
+        )
+    )
 
 
 @hookimpl

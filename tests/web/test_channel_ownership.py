@@ -1,0 +1,150 @@
+"""Channels nobody serves are refused, never silently taken by the bridge catch-all.
+
+A channel id shaped like a transport's (``tg-…``, Slack's ``C…``/``D…``/``G…`` ids, ``WEBUI-…``)
+belongs to that transport even while it is off: the API answers ``409 transport_not_running``
+then, and ``404 no_such_channel`` for an id that has the shape's prefix but is not a valid id of
+that transport (Telegram chat ids are integers). Event files get the same reason in ``.error``.
+Every served Iris here loads the Slack, Telegram and Web UI plugins without their credentials.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iris_runtime.testing.server import IrisServer
+from tests.web.test_openapi import SPEC_PATH, assert_documented
+
+# (channel id, status, code, the transport the error must name)
+REFUSED = [
+    ("tg-ops", 404, "no_such_channel", "telegram"),
+    ("tg-notachat", 404, "no_such_channel", "telegram"),
+    ("tg-0", 404, "no_such_channel", "telegram"),
+    ("tg-123456", 409, "transport_not_running", "telegram"),
+    ("tg--1001234", 409, "transport_not_running", "telegram"),
+    ("C0123ABCD", 409, "transport_not_running", "slack"),
+    ("D0123ABCD", 409, "transport_not_running", "slack"),
+    ("G0123ABCD", 409, "transport_not_running", "slack"),
+    ("WEBUI-abc", 409, "transport_not_running", "webui"),
+    ("WEBUI-a.b", 404, "no_such_channel", "webui"),
+]
+# Channels that are nobody's shape stay with the bridge, as before.
+BRIDGED = ["SESSION-own-1", "BRIDGE-ops", "ops", "C1", "GENERAL", "TG-1"]
+
+
+@pytest.fixture(scope="module")
+def spec() -> dict[str, Any]:
+    import yaml
+
+    loaded = yaml.safe_load(SPEC_PATH.read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def assert_refused(body: dict[str, Any], channel: str, code: str, transport: str) -> None:
+    assert set(body) == {"error", "code"}, body
+    assert body["code"] == code
+    assert transport in body["error"] and channel in body["error"], body["error"]
+
+
+def assert_nothing_written(server: IrisServer, channel: str) -> None:
+    assert not (server.data_dir / channel).exists(), f"{channel}/ was created"
+
+
+@pytest.mark.parametrize(("channel", "status", "code", "transport"), REFUSED)
+def test_an_escalation_to_a_channel_nobody_serves_is_refused(
+    spec: dict[str, Any],
+    shared_iris_server: IrisServer,
+    channel: str,
+    status: int,
+    code: str,
+    transport: str,
+) -> None:
+    reply = shared_iris_server.post(
+        "/escalate", json_body={"text": "disk full", "channel": channel}
+    )
+    body = assert_documented(spec, "POST", "/escalate", reply, status)
+    assert_refused(body, channel, code, transport)
+    assert_nothing_written(shared_iris_server, channel)
+
+
+@pytest.mark.parametrize(("channel", "status", "code", "transport"), REFUSED)
+def test_a_channel_event_for_a_channel_nobody_serves_is_refused(
+    spec: dict[str, Any],
+    shared_iris_server: IrisServer,
+    channel: str,
+    status: int,
+    code: str,
+    transport: str,
+) -> None:
+    reply = shared_iris_server.post(f"/channels/{channel}/events", json_body={"text": "wake up"})
+    body = assert_documented(spec, "POST", "/channels/{channel_id}/events", reply, status)
+    assert_refused(body, channel, code, transport)
+    time.sleep(0.2)  # a wrongly accepted event would have started its run by now
+    assert_nothing_written(shared_iris_server, channel)
+
+
+@pytest.mark.parametrize(("channel", "status", "code", "transport"), REFUSED)
+def test_an_api_event_for_a_channel_nobody_serves_is_refused(
+    spec: dict[str, Any],
+    shared_iris_server: IrisServer,
+    channel: str,
+    status: int,
+    code: str,
+    transport: str,
+) -> None:
+    name = "refused-" + channel.replace(".", "-").lower()
+    body = {"name": name, "type": "immediate", "channelId": channel, "text": "wake up"}
+    reply = shared_iris_server.post("/events", json_body=body)
+    answer = assert_documented(spec, "POST", "/events", reply, status)
+    assert_refused(answer, channel, code, transport)
+    assert not (shared_iris_server.data_dir / "events" / f"{name}.json").exists()
+    assert_nothing_written(shared_iris_server, channel)
+
+
+def test_an_event_file_for_a_channel_nobody_serves_gets_its_reason(
+    shared_iris_server: IrisServer,
+) -> None:
+    events = shared_iris_server.data_dir / "events"
+    written: dict[str, tuple[Path, str, str]] = {}
+    for channel, status, _, transport in REFUSED:
+        name = "file-" + channel.replace(".", "-").lower()
+        path = events / f"{name}.json"
+        tmp = events / f".{name}.tmp"
+        tmp.write_text(json.dumps({"type": "immediate", "channelId": channel, "text": "x"}))
+        tmp.rename(path)
+        reason = "not running" if status == 409 else "not a valid"
+        written[channel] = (path, transport, reason)
+    for channel, (path, transport, reason) in written.items():
+        error = path.with_name(path.name + ".error")
+        wait_for(error.exists, f"{error.name}")
+        text = error.read_text()
+        assert transport in text and channel in text and reason in text, text
+        assert path.exists(), "a refused event file stays, next to its reason"
+        assert_nothing_written(shared_iris_server, channel)
+
+
+@pytest.mark.parametrize("channel", BRIDGED)
+def test_channels_of_no_transport_shape_still_go_to_the_bridge(
+    spec: dict[str, Any], shared_iris_server: IrisServer, channel: str
+) -> None:
+    reply = shared_iris_server.post("/escalate", json_body={"text": "help", "channel": channel})
+    body = assert_documented(spec, "POST", "/escalate", reply, 202)
+    assert body["transport"] == "bridge"
+    event = shared_iris_server.post(f"/channels/{channel}/events", json_body={"text": "hi"})
+    accepted = assert_documented(spec, "POST", "/channels/{channel_id}/events", event, 202)
+    assert accepted == {"accepted": True, "transport": "bridge"}
