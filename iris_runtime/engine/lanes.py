@@ -106,10 +106,10 @@ class Lane:
             self._returning += 1
             while not self._granted and not (abort and abort.is_set()) and not self._closed:
                 self._cond.wait()
+            self._returning -= 1
             if self._granted:
                 self._granted -= 1
                 return True
-            self._returning -= 1
             return False
 
     def wake(self) -> None:
