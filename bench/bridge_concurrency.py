@@ -69,14 +69,13 @@ def server_rss(master: int) -> float:
     return rss_mb(master) + sum(rss_mb(pid) for pid in descendants(master))
 
 
-def one_stream(url: str, key: str, timeout: float, started: float) -> Outcome:
+def one_stream(url: str, key: str, timeout: float, started: float, auth: dict[str, str]) -> Outcome:
     out = Outcome()
     body = {"text": "please take your time", "conversationKey": key}
+    headers = {"Accept": NDJSON, **auth}
     with (
         requests.Session() as http,
-        http.post(
-            url, json=body, headers={"Accept": NDJSON}, stream=True, timeout=(10, timeout)
-        ) as response,
+        http.post(url, json=body, headers=headers, stream=True, timeout=(10, timeout)) as response,
     ):
         if response.status_code != 200:
             out.problem = f"HTTP {response.status_code}: {response.text[:200]}"
@@ -143,7 +142,8 @@ def main() -> int:
             url = f"{agent.bridge_url}/bridge"
             master = agent.server.process.pid
             fresh_mb = server_rss(master)
-            warm = requests.post(url, json={"text": WARMUP_TEXT}, timeout=30)
+            auth = {"Authorization": f"Bearer {agent.server.token}"}  # the bridge asks for it
+            warm = requests.post(url, json={"text": WARMUP_TEXT}, headers=auth, timeout=30)
             if warm.status_code != 200 or warm.json().get("text") != "ok":
                 print(f"warm-up failed: HTTP {warm.status_code} {warm.text[:200]}", file=sys.stderr)
                 return 1
@@ -166,7 +166,7 @@ def main() -> int:
                 ready.wait()
                 go.wait()
                 try:
-                    outcomes[index] = one_stream(url, f"cc-{index}", timeout, start_at[0])
+                    outcomes[index] = one_stream(url, f"cc-{index}", timeout, start_at[0], auth)
                 except (requests.RequestException, ValueError) as exc:
                     outcomes[index] = Outcome(problem=f"{type(exc).__name__}: {exc}")
 

@@ -106,13 +106,21 @@ def call_stream(http: requests.Session, url: str, body: dict[str, str]) -> tuple
 CALLS: dict[str, Call] = {"echo": call_echo, "stream": call_stream, "plain": call_plain}
 
 
-def run_load(url: str, call: Call, *, clients: int, seconds: float, tag: str) -> LoadResult:
+def run_load(
+    url: str, call: Call, *, clients: int, seconds: float, tag: str, auth: dict[str, str]
+) -> LoadResult:
     """``clients`` threads post back to back to ``url`` for ``seconds``; client ``i`` always uses
-    conversation key ``rt-<tag>-<i>``."""
+    conversation key ``rt-<tag>-<i>``. Every request carries ``auth`` (the bridge's token; the
+    echo baseline gets it too, so both pay for the same header)."""
 
     def request_for(index: int) -> Request:
         body = {"text": "ping", "conversationKey": f"rt-{tag}-{index}"}
-        return lambda http: call(http, url, body)
+
+        def one(http: requests.Session) -> tuple[float, str | None]:
+            http.headers.update(auth)
+            return call(http, url, body)
+
+        return one
 
     return drive_clients(request_for, clients=clients, seconds=seconds, name=f"client-{tag}")
 
@@ -137,6 +145,7 @@ def main() -> int:
             running_subagent(workdir, extra_env=env) as agent,
             running("echo", workdir) as echo,
         ):
+            auth = {"Authorization": f"Bearer {agent.server.token}"}
             urls = {
                 "echo": f"{echo.base_url}/bridge",
                 "stream": f"{agent.bridge_url}/bridge",
@@ -149,6 +158,7 @@ def main() -> int:
                     clients=args.clients,
                     seconds=args.warmup,
                     tag=f"w{kind}",
+                    auth=auth,
                 )
                 if warm.errors:
                     print(f"{kind} warm-up errors: {warm.errors[:3]}", file=sys.stderr)
@@ -162,6 +172,7 @@ def main() -> int:
                         clients=args.clients,
                         seconds=args.seconds / 2,
                         tag=f"p{phase}",
+                        auth=auth,
                     )
                 )
 

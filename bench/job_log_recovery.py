@@ -104,6 +104,7 @@ def main() -> int:
                 print("the server changed a finished job log on start", file=sys.stderr)
                 return 1
             url = f"{agent.bridge_url}/bridge/jobs/{REQUEST_ID}"
+            http.headers["Authorization"] = f"Bearer {agent.server.token}"  # the bridge asks for it
             got: dict[str, Any] = {}
 
             def fetch(since: int) -> Callable[[], object]:

@@ -272,6 +272,17 @@ def mask(secret: str) -> str:
     return f"****{secret[-4:]}" if len(secret) >= 16 else "****"
 
 
+def known_api_token(settings: Settings) -> str:
+    """The API token a server with these settings uses (the environment's, else the token
+    file's), or '' when there is none yet: a command that only presents it must not invent one."""
+    if settings.api_token:
+        return settings.api_token
+    try:
+        return settings.token_file.read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+
+
 def ensure_api_token(settings: Settings) -> Settings:
     """Settings with an API token: from the environment, else the data dir's token file
     (created with mode 0600 on first use)."""

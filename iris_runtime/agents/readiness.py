@@ -3,7 +3,8 @@
 The bridge port serves only ``POST /bridge`` and ``GET /bridge/jobs/<id>`` (404 for anything
 else, ``/health`` included), so health is asked of the API port (bridge port + 100) and the bridge
 is checked with a lookup of a job that cannot exist: an Iris bridge answers ``404 unknown_job``.
-That proves the bridge listener is up without spending a model turn.
+That proves the bridge listener is up, and that it takes the token Iris holds for the agent (a
+wrong one is a 401), without spending a model turn.
 
 Requests go straight to loopback: proxy settings in the environment are ignored, or a host with
 ``http_proxy`` set would send them to the proxy and report a healthy agent as dead.
@@ -25,7 +26,10 @@ POLL_SECONDS = 0.2
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def wait_until_ready(launch: AgentLaunch, manager: str, timeout: float, progress: Progress) -> None:
+def wait_until_ready(
+    launch: AgentLaunch, manager: str, timeout: float, progress: Progress, *, token: str
+) -> None:
+    """``token`` is what Iris presents to the agent's bridge (its own, else the shared one)."""
     progress(f"waiting for {launch.health_url}")
     deadline = time.monotonic() + timeout
     while not healthy(launch.health_url):
@@ -35,7 +39,7 @@ def wait_until_ready(launch: AgentLaunch, manager: str, timeout: float, progress
                 f"({launch.health_url})" + log_hint(launch, manager)
             )
         time.sleep(POLL_SECONDS)
-    problem = bridge_problem(launch.bridge_url)
+    problem = bridge_problem(launch.bridge_url, token)
     if problem:
         raise ProvisionError(f"{launch.name}'s bridge at {launch.bridge_url}: {problem}")
     progress(f"bridge round trip to {launch.bridge_url} ok")
@@ -49,10 +53,12 @@ def healthy(url: str) -> bool:
         return False
 
 
-def bridge_problem(bridge_url: str) -> str | None:
-    url = f"{bridge_url}/bridge/jobs/{uuid.uuid4()}"
+def bridge_problem(bridge_url: str, token: str) -> str | None:
+    probe = urllib.request.Request(  # noqa: S310 (the agent's own http URL)
+        f"{bridge_url}/bridge/jobs/{uuid.uuid4()}", headers={"Authorization": f"Bearer {token}"}
+    )
     try:
-        with _DIRECT.open(url, timeout=5) as response:
+        with _DIRECT.open(probe, timeout=5) as response:
             return f"expected 404 for an unknown job, got {response.status}"
     except urllib.error.HTTPError as exc:
         try:
@@ -61,6 +67,8 @@ def bridge_problem(bridge_url: str) -> str | None:
             code = None
         if exc.code == 404 and code == "unknown_job":
             return None
+        if exc.code == 401:
+            return "it refused Iris's token for it (its agents.json token, else IRIS_API_TOKEN)"
         return f"unexpected answer {exc.code} ({code or 'not JSON'})"
     except OSError as exc:
         return f"not reachable: {exc}"

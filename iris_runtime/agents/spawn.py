@@ -51,7 +51,7 @@ from iris_runtime.agents.registry import (
 )
 from iris_runtime.agents.scaffold_commit import commit_repo_change
 from iris_runtime.agents.spawn_config import API_PORT_OFFSET, SpawnConfig
-from iris_runtime.config import TOKEN_FILE_NAME, Settings
+from iris_runtime.config import TOKEN_FILE_NAME, Settings, known_api_token
 from iris_runtime.engine.skills import Skill, discover_skills, secrets_for_skills
 from iris_runtime.errors import ConfigError, InvalidInput, IrisError, NotFound, ProvisionError
 from iris_runtime.provision.launch import (
@@ -167,7 +167,11 @@ class Spawner:
             launch = self.launch_for(record, home, plan.extra_env)
             entry = self._start(launch, request, plan, undo) or entry
             wait_until_ready(
-                launch, plan.manager, self.config.health_timeout_seconds, self.progress
+                launch,
+                plan.manager,
+                self.config.health_timeout_seconds,
+                self.progress,
+                token=self._bridge_token(entry),
             )
             undo.pop_all()
         if plan.manager == "docker":
@@ -277,7 +281,13 @@ class Spawner:
             self.service(record.manager).start(name, self.progress)
         # The launch only tells where to look: its environment is not used to start anything.
         launch = self.launch_for(record, self.config.agents_dir / name, {})
-        wait_until_ready(launch, record.manager, self.config.health_timeout_seconds, self.progress)
+        token = self._bridge_token(self.registry.get(name))
+        timeout = self.config.health_timeout_seconds
+        wait_until_ready(launch, record.manager, timeout, self.progress, token=token)
+
+    def _bridge_token(self, entry: AgentEntry | None) -> str:
+        """What Iris presents to the agent's bridge: its registered token, else her own."""
+        return (entry.token if entry else None) or known_api_token(self.settings)
 
     # -- remove ---------------------------------------------------------------------------
 

@@ -4,6 +4,9 @@ It asks for the NDJSON stream but branches on what actually comes back (an older
 answers one JSON body). When the stream breaks it polls the agent's job log from the last event
 it saw, until the reply arrives, no new event arrives for the idle timeout, or the overall
 deadline passes. A disconnect is not a failure; silence is.
+
+Every request carries the call's token as ``Authorization: Bearer``; an agent from before bridge
+authentication ignores the header.
 """
 
 from __future__ import annotations
@@ -63,6 +66,11 @@ class BridgeCall:
     on_status: Callable[[str], None] | None = None
     abort: threading.Event | None = None
     agent: str = "agent"
+    token: str | None = field(default=None, repr=False)  # the agent's bridge token
+
+
+def _auth(call: BridgeCall) -> dict[str, str]:
+    return {"Authorization": f"Bearer {call.token}"} if call.token else {}
 
 
 class _Progress:
@@ -163,7 +171,10 @@ def _poll(session: requests.Session, request_id: str, progress: _Progress) -> Br
     while not progress.aborted():
         try:
             response = session.get(
-                url, params={"since": progress.seq}, timeout=(CONNECT_TIMEOUT, call.idle_timeout)
+                url,
+                params={"since": progress.seq},
+                headers=_auth(call),
+                timeout=(CONNECT_TIMEOUT, call.idle_timeout),
             )
             if response.status_code == 200:
                 body = response.json()
@@ -206,7 +217,7 @@ def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None)
         response = http.post(
             f"{call.bridge_url.rstrip('/')}/bridge",
             json=body,
-            headers={"Accept": NDJSON},
+            headers={"Accept": NDJSON, **_auth(call)},
             stream=True,
             timeout=(CONNECT_TIMEOUT, call.idle_timeout),
         )

@@ -33,6 +33,8 @@ def _call(settings: Settings, registry: AgentRegistry, agent: str, **kwargs: Any
         idle_timeout=settings.bridge_idle_timeout_seconds,
         deadline=settings.bridge_deadline_seconds,
         agent=agent,
+        # Its bridge asks for its own API token: the registered one, else the shared one.
+        token=entry.token or settings.api_token,
         **kwargs,
     )
 

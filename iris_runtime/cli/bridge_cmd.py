@@ -1,7 +1,8 @@
 """``iris bridge recover``: fetch a sub-agent's reply from its job log by hand.
 
 For when Iris restarted mid-request: the sub-agent finished anyway and its reply waits in
-``bridge-jobs/<requestId>.jsonl`` on its side.
+``bridge-jobs/<requestId>.jsonl`` on its side. The request carries the token Iris holds for the
+agent (its ``agents.json`` token, else the API token), in a header and nowhere else.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import requests
 from iris_runtime.agents.registry import registry_for
 from iris_runtime.bridge.protocol import validate_request_id
 from iris_runtime.cli.common import load_settings
+from iris_runtime.config import known_api_token
 from iris_runtime.errors import IrisError
 
 
@@ -31,16 +33,24 @@ def recover(agent: str, request_id: str, since: int, as_json: bool) -> None:
     """Print the reply to REQUEST_ID from AGENT's job log (exit 2 while it is still running)."""
     try:
         validate_request_id(request_id)
-        entry = registry_for(load_settings()).get(agent)
+        settings = load_settings()
+        entry = registry_for(settings).get(agent)
     except IrisError as exc:
         raise click.ClickException(exc.message) from None
     if entry is None:
         raise click.ClickException(f"no agent named {agent!r} in agents.json")
     url = f"{entry.bridge_url.rstrip('/')}/bridge/jobs/{request_id}"
+    token = entry.token or known_api_token(settings)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        response = requests.get(url, params={"since": since}, timeout=30)
+        response = requests.get(url, params={"since": since}, headers=headers, timeout=30)
     except requests.RequestException as exc:
         raise click.ClickException(f"{agent} is unreachable at {entry.bridge_url}: {exc}") from None
+    if response.status_code == 401:
+        raise click.ClickException(
+            f"{agent} refused the token: register its own with `iris agents register {agent} "
+            "URL --token-stdin`, or set the API token it shares (IRIS_API_TOKEN)"
+        )
     if response.status_code == 404:
         raise click.ClickException(f"{agent} has no job {request_id!r} (expired or never sent)")
     if response.status_code != 200:

@@ -31,12 +31,14 @@ def clean_environment(**extra: str) -> dict[str, str]:
 
 
 def run_iris(
-    *args: str, env: dict[str, str], timeout: float = 120.0
+    *args: str, env: dict[str, str], timeout: float = 120.0, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run one ``iris`` subcommand to completion, capturing its output."""
+    """Run one ``iris`` subcommand to completion, capturing its output; ``stdin`` is its input
+    (for secrets such as ``--token-stdin``, which must never be in argv)."""
     return subprocess.run(
         [sys.executable, "-m", "iris_runtime", *args],
         env=env,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -26,6 +26,16 @@ class SubAgent:
     def bridge_url(self) -> str:
         return f"http://127.0.0.1:{self.bridge_port}"
 
+    @property
+    def token(self) -> str:
+        """Its own API token: the one its bridge asks for (random per agent unless given)."""
+        return self.server.token
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """The header a caller of its bridge sends."""
+        return {"Authorization": f"Bearer {self.token}"}
+
     def rules(self, rules: list[dict[str, Any]]) -> None:
         self.script.write_text(json.dumps({"rules": rules}))
 
@@ -35,7 +45,7 @@ class SubAgent:
         response = requests.post(
             f"{self.bridge_url}/bridge",
             json=body,
-            headers={"Accept": NDJSON},
+            headers={"Accept": NDJSON, **self.auth},
             stream=True,
             timeout=timeout,
         )
@@ -53,8 +63,14 @@ class SubAgents:
         self.started: list[IrisServer] = []
 
     def start(
-        self, name: str = "helper", rules: list[dict[str, Any]] | None = None, **env: str
+        self,
+        name: str = "helper",
+        rules: list[dict[str, Any]] | None = None,
+        *,
+        token: str | None = None,
+        **env: str,
     ) -> SubAgent:
+        """``token`` is its API token (e.g. Iris's own, to share it); by default its own."""
         bridge_port = free_port()
         script = self.folder / f"{name}-script.json"
         script.write_text(json.dumps({"rules": rules or []}))
@@ -71,6 +87,8 @@ class SubAgents:
                 **env,
             },
         )
+        if token:
+            server.token = token
         self.started.append(server)
         server.start()
         return SubAgent(name, server, bridge_port, script)

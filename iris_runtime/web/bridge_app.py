@@ -1,5 +1,8 @@
 """The bridge port: ``POST /bridge`` and ``GET /bridge/jobs/<id>``, and 404 for everything else.
 
+Both answer only a caller presenting this agent's own API token (``Authorization: Bearer``):
+whoever can post here runs the agent's tools with its allow-listed secrets.
+
 The stream's status line and headers go out before the run starts; that early 200 is what keeps
 long runs from hitting a client's time-to-first-byte limit, and it is why failures arrive as an
 ``error`` line rather than an HTTP status.
@@ -8,6 +11,7 @@ long runs from hitting a client's time-to-first-byte limit, and it is why failur
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 
 from flask import Blueprint, Flask, Response, current_app, jsonify, request
@@ -24,11 +28,14 @@ from iris_runtime.bridge.protocol import (
 )
 from iris_runtime.bridge.service import BridgeService
 from iris_runtime.errors import InvalidInput
+from iris_runtime.web.auth import token_matches
 from iris_runtime.web.bodies import json_object
 from iris_runtime.web.errors import error_response, install_error_handlers
 
+log = logging.getLogger(__name__)
 blueprint = Blueprint("bridge", __name__)
 
+BEARER = "Bearer "
 # What the port serves; everything else is a 404.
 SERVED = frozenset({("POST", "bridge.bridge"), ("GET", "bridge.job_events")})
 # Plain-shape failures keep their meaning as HTTP statuses.
@@ -107,6 +114,19 @@ def _only_the_bridge() -> None:
         raise NotFound()
 
 
+def _authenticated() -> Response | None:
+    """A 401 unless the caller sent exactly ``Bearer <this agent's API token>`` (compared in
+    constant time). Checked before the body is read, so a refused request creates nothing."""
+    header = request.headers.get("Authorization", "")
+    presented = header[len(BEARER) :] if header.startswith(BEARER) else ""
+    if token_matches(presented, _service().settings.api_token):
+        return None
+    log.warning("refused a bridge request from %s: wrong or missing token", request.remote_addr)
+    return error_response(
+        "this agent's API token is required (Authorization: Bearer <token>)", "unauthorized", 401
+    )
+
+
 def create_bridge_app(service: BridgeService, max_body_bytes: int) -> Flask:
     app = Flask("iris.bridge", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
@@ -114,5 +134,6 @@ def create_bridge_app(service: BridgeService, max_body_bytes: int) -> Flask:
     app.extensions["iris_bridge"] = service
     install_error_handlers(app)
     app.before_request(_only_the_bridge)
+    app.before_request(_authenticated)
     app.register_blueprint(blueprint)
     return app

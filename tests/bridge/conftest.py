@@ -20,24 +20,20 @@ def start_subagent(tmp_path: Path) -> Iterator[Callable[..., SubAgent]]:
     agents.stop_all()
 
 
-def register(iris: IrisServer, agent: str, url: str, *extra: str, stdin: str | None = None) -> None:
-    """``iris agents register`` against Iris's data dir, through the real CLI."""
+def register(
+    iris: IrisServer,
+    agent: str,
+    url: str,
+    *extra: str,
+    stdin: str | None = None,
+    token: str | None = None,
+) -> None:
+    """``iris agents register`` against Iris's data dir, through the real CLI; ``token`` is the
+    agent's own (sent on stdin, never in argv), else Iris uses her API token with it."""
+    if token is not None:
+        extra, stdin = (*extra, "--token-stdin"), token + "\n"
     env = clean_environment(IRIS_DATA_DIR=str(iris.data_dir))
-    if stdin is None:
-        done = run_iris("agents", "register", agent, url, *extra, env=env)
-    else:
-        import subprocess
-        import sys
-
-        done = subprocess.run(
-            [sys.executable, "-m", "iris_runtime", "agents", "register", agent, url, *extra],
-            env=env,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+    done = run_iris("agents", "register", agent, url, *extra, env=env, stdin=stdin, timeout=60)
     assert done.returncode == 0, done.stderr
 
 

@@ -181,7 +181,13 @@ class OldAgentHandler(BaseHTTPRequestHandler):
         if self.path != "/bridge":
             self.send_error(404)
             return
-        self.server.received.append({"body": body, "accept": self.headers.get("Accept")})
+        self.server.received.append(
+            {
+                "body": body,
+                "accept": self.headers.get("Accept"),
+                "authorization": self.headers.get("Authorization"),
+            }
+        )
         payload = json.dumps({"text": "old reply"}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

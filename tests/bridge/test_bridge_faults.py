@@ -61,6 +61,7 @@ def test_mid_stream_drop_is_recovered_from_the_job_log(
             idle_timeout=20,
             on_status=statuses.append,
             agent="helper",
+            token=sub.token,  # the job-log polls carry it too
         )
     )
 
@@ -73,7 +74,9 @@ def test_mid_stream_drop_is_recovered_from_the_job_log(
     assert b'"type":"final"' not in proxy.forwarded_before_cut
     # ...and the reply came through later connections: polls of the job log.
     assert proxy.connections >= 2
-    job = requests.get(f"{sub.bridge_url}/bridge/jobs/{reply.request_id}", timeout=10).json()
+    job = requests.get(
+        f"{sub.bridge_url}/bridge/jobs/{reply.request_id}", headers=sub.auth, timeout=10
+    ).json()
     assert job["done"] is True
     assert job["events"][-1]["type"] == "final" and job["events"][-1]["text"] == "the answer"
 
@@ -127,6 +130,7 @@ def test_killed_subagent_gives_a_prompt_error_naming_the_request(
                 on_status=on_status,
                 abort=gave_up,
                 agent="helper",
+                token=sub.token,
             )
         )
     except BridgeError as exc:
@@ -161,7 +165,7 @@ def test_reply_survives_an_iris_restart_via_bridge_recover(
         ]
     )
     iris = start_iris()
-    register(iris, "helper", sub.bridge_url)
+    register(iris, "helper", sub.bridge_url, token=sub.token)
 
     pending = Background(
         lambda: iris.post(
@@ -216,6 +220,8 @@ def test_old_style_agent_json_reply_direct_and_through_iris(
     assert body["status"] == "done"
     assert len(old_agent.received) == 2
     assert old_agent.received[-1]["body"]["text"] == "hi"
+    # It ignores the token Iris sends (her API token: none is registered for it).
+    assert old_agent.received[-1]["authorization"] == f"Bearer {iris.token}"
 
 
 # -- 5. an unreachable agent -----------------------------------------------------------------------
@@ -264,7 +270,7 @@ def start_forever_job(sub: SubAgent) -> tuple[requests.Response, str]:
     response = requests.post(
         f"{sub.bridge_url}/bridge",
         json={"text": "work forever"},
-        headers={"Accept": NDJSON},
+        headers={"Accept": NDJSON, **sub.auth},
         stream=True,
         timeout=30,
     )
@@ -296,7 +302,7 @@ def test_crashed_subagent_marks_unfinished_jobs_interrupted_on_restart(
     job_url = f"{sub.bridge_url}/bridge/jobs/{request_id}?since=0"
 
     def finished() -> dict[str, Any] | None:
-        job = requests.get(job_url, timeout=10)
+        job = requests.get(job_url, headers=sub.auth, timeout=10)
         assert job.status_code == 200, job.text
         body: dict[str, Any] = job.json()
         return body if body["done"] else None
@@ -320,7 +326,9 @@ def test_gracefully_restarted_subagent_ends_unfinished_jobs_with_shutting_down(
     finally:
         response.close()
 
-    job = requests.get(f"{sub.bridge_url}/bridge/jobs/{request_id}?since=0", timeout=10)
+    job = requests.get(
+        f"{sub.bridge_url}/bridge/jobs/{request_id}?since=0", headers=sub.auth, timeout=10
+    )
     assert job.status_code == 200, job.text
     body = job.json()
     assert body["done"] is True, body

@@ -47,7 +47,10 @@ def test_stream_lines_come_in_order_with_their_fields(start_subagent: StartSub) 
 def test_plain_json_without_the_stream_accept(start_subagent: StartSub) -> None:
     sub = start_subagent()
     response = requests.post(
-        f"{sub.bridge_url}/bridge", json={"text": "hi", "requestId": "r-plain"}, timeout=30
+        f"{sub.bridge_url}/bridge",
+        json={"text": "hi", "requestId": "r-plain"},
+        headers=sub.auth,
+        timeout=30,
     )
     assert response.status_code == 200
     assert response.json() == {"text": "echo: hi", "requestId": "r-plain", "status": "done"}
@@ -63,11 +66,15 @@ def test_the_job_log_keeps_events_for_recovery(start_subagent: StartSub) -> None
         ]
     )
     sub.stream({"text": "job", "requestId": "r-log"})
-    everything = requests.get(f"{sub.bridge_url}/bridge/jobs/r-log", timeout=10).json()
+    everything = requests.get(
+        f"{sub.bridge_url}/bridge/jobs/r-log", headers=sub.auth, timeout=10
+    ).json()
     assert everything["done"] is True
     assert [e["type"] for e in everything["events"]] == ["status", "final"]
     assert [e["seq"] for e in everything["events"]] == [1, 2]
-    later = requests.get(f"{sub.bridge_url}/bridge/jobs/r-log?since=1", timeout=10).json()
+    later = requests.get(
+        f"{sub.bridge_url}/bridge/jobs/r-log?since=1", headers=sub.auth, timeout=10
+    ).json()
     assert [e["type"] for e in later["events"]] == ["final"]
     log = sub.server.data_dir / "bridge-jobs" / "r-log.jsonl"
     assert log.stat().st_mode & 0o077 == 0
@@ -118,7 +125,7 @@ def test_the_bridge_port_serves_only_the_bridge(start_subagent: StartSub) -> Non
         *((m, bridge) for m in others),
         *((m, job) for m in ("POST", *others[1:])),
     ):
-        response = requests.request(method, url, timeout=10)
+        response = requests.request(method, url, timeout=10)  # no token needed to get a 404
         assert response.status_code == 404, (method, url)
         assert response.json()["code"] == "not_found", (method, url)
         assert "Allow" not in response.headers, (method, url)
@@ -143,17 +150,24 @@ def test_bad_bridge_input(start_subagent: StartSub) -> None:
         (json.dumps({"text": "x" * 5000}).encode(), 413, "payload_too_large"),
     ]
     for body, status, code in cases:
-        response = requests.post(url, data=body, headers={"Accept": NDJSON}, timeout=10)
+        headers = {"Accept": NDJSON, **sub.auth}
+        response = requests.post(url, data=body, headers=headers, timeout=10)
         assert response.status_code == status, body[:40]
         assert response.json()["code"] == code
     sub.stream({"text": "once", "requestId": "dup"})
-    reused = requests.post(url, json={"text": "twice", "requestId": "dup"}, timeout=10)
+    reused = requests.post(
+        url, json={"text": "twice", "requestId": "dup"}, headers=sub.auth, timeout=10
+    )
     assert reused.status_code == 409 and reused.json()["code"] == "request_id_in_use"
     jobs = f"{sub.bridge_url}/bridge/jobs"
-    assert requests.get(f"{jobs}/dup?since=abc", timeout=10).json()["code"] == "invalid_since"
-    assert requests.get(f"{jobs}/dup?since=-1", timeout=10).status_code == 400
-    assert requests.get(f"{jobs}/unknown-job", timeout=10).status_code == 404
-    assert requests.get(f"{jobs}/..%2F..%2Fetc", timeout=10).status_code in {400, 404}
+
+    def job(path: str) -> requests.Response:
+        return requests.get(f"{jobs}/{path}", headers=sub.auth, timeout=10)
+
+    assert job("dup?since=abc").json()["code"] == "invalid_since"
+    assert job("dup?since=-1").status_code == 400
+    assert job("unknown-job").status_code == 404
+    assert job("..%2F..%2Fetc").status_code in {400, 404}
     assert not list(Path("/").glob("etc/passwd.jsonl"))
 
 
@@ -164,7 +178,10 @@ def test_unknown_request_fields_are_ignored(start_subagent: StartSub) -> None:
     lines = sub.stream({"text": "hi", "requestId": "r-future", **future})
     assert lines[-1]["type"] == "final" and lines[-1]["text"] == "echo: hi"
     plain = requests.post(
-        f"{sub.bridge_url}/bridge", json={"text": "plain", "extra": None, **future}, timeout=30
+        f"{sub.bridge_url}/bridge",
+        json={"text": "plain", "extra": None, **future},
+        headers=sub.auth,
+        timeout=30,
     )
     assert plain.status_code == 200, plain.text
     assert plain.json()["text"] == "echo: plain"
@@ -212,7 +229,7 @@ def test_an_at_mention_goes_straight_to_the_agent(
         IRIS_SCRIPT_FILE=str(tmp_path / "none.json"),
         IRIS_SCRIPT_CALLS_FILE=str(calls),
     )
-    register(iris, "helper", sub.bridge_url)
+    register(iris, "helper", sub.bridge_url, token=sub.token)
     from tests.web.conftest import SSEReader
 
     stream = SSEReader(iris, "m1")
@@ -246,7 +263,7 @@ def test_unknown_and_mid_message_mentions_fall_through_to_iris(
         IRIS_SCRIPT_FILE=str(tmp_path / "none.json"),
         IRIS_SCRIPT_CALLS_FILE=str(calls),
     )
-    register(iris, "helper", sub.bridge_url)
+    register(iris, "helper", sub.bridge_url, token=sub.token)
     for text in ("@nobody are you there", "please ask @helper later", "@helpers typo"):
         assert (
             iris.post("/sessions/f1/message", json_body={"text": text}).json()["text"]
@@ -276,7 +293,7 @@ def test_the_model_can_delegate_with_call_agent(
         ]
     )
     iris = start_iris(IRIS_PROVIDER="scripted", IRIS_SCRIPT_FILE=str(script))
-    register(iris, "helper", sub.bridge_url)
+    register(iris, "helper", sub.bridge_url, token=sub.token)
     from tests.web.conftest import SSEReader
 
     stream = SSEReader(iris, "d1")
@@ -335,7 +352,7 @@ def test_stopping_a_routed_turn_returns_promptly(
         rules=[{"when": "long", "turns": [[{"sleep": 60}]]}], IRIS_BRIDGE_HEARTBEAT_MS="30000"
     )
     iris = start_iris()
-    register(iris, "helper", sub.bridge_url)
+    register(iris, "helper", sub.bridge_url, token=sub.token)
     box: list[object] = []
     thread = threading.Thread(
         target=lambda: box.append(
@@ -377,6 +394,7 @@ def test_the_overall_deadline_ends_a_stream_that_keeps_beating(start_subagent: S
                 deadline=2,
                 request_id="r-deadline",
                 agent="helper",
+                token=sub.token,
             )
         )
     assert time.monotonic() - started < 6

@@ -31,7 +31,7 @@ def test_five_waiting_delegations_leave_the_lanes_free(
 ) -> None:
     sub = start_subagent(rules=SLOW)
     iris = start_iris()  # the main lane is 4 wide
-    register(iris, "helper", sub.bridge_url)
+    register(iris, "helper", sub.bridge_url, token=sub.token)
     channels = [f"w{n}" for n in range(1, 6)]
     waiting = [send(iris, c, "@helper long task") for c in channels]
     wait_for(lambda: all(logged(iris, c, "bridge_call") for c in channels), 20, "five delegations")

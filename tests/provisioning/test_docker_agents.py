@@ -225,7 +225,7 @@ def test_install_builds_the_image_once_and_the_agent_answers(store_agent: Instal
     health = wait_healthy(launch)
     assert health["agent"] == "digest" and health["provider"] == "offline"
     # The bridge port serves the bridge only: an unknown job is a JSON 404 with its code.
-    status, body = get(f"{launch.bridge_url}/bridge/jobs/{uuid.uuid4()}")
+    status, body = get(f"{launch.bridge_url}/bridge/jobs/{uuid.uuid4()}", store_agent.token)
     assert (status, body["code"]) == (404, "unknown_job")
     # Its own token is the one the module output gave (the parent registers exactly that).
     assert store_agent.token and len(store_agent.token) == 64

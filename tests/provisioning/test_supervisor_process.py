@@ -106,9 +106,12 @@ def wait_for(condition: Callable[[], object], what: str, timeout: float = WAIT) 
         time.sleep(0.05)
 
 
-def http_get(url: str) -> tuple[int, bytes] | None:
+def http_get(url: str, token: str | None = None) -> tuple[int, bytes] | None:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:  # loopback only
+        with urllib.request.urlopen(request, timeout=5) as response:  # loopback only
             return response.status, response.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
@@ -183,7 +186,9 @@ def test_agent_runs_restarts_after_kill_and_is_removed(
     assert any("running" in line for line in lines), lines
     pid = running_pid(iris.data_dir)
     wait_for(lambda: healthy(launch), "the agent's /health")
-    reply = http_get(f"{launch.bridge_url}/bridge/jobs/{uuid.uuid4()}")
+    # Its bridge takes the API token it made for itself in its home.
+    token = (launch.home / "api-token").read_text().strip()
+    reply = http_get(f"{launch.bridge_url}/bridge/jobs/{uuid.uuid4()}", token)
     assert reply is not None and reply[0] == 404
     assert json.loads(reply[1])["code"] == "unknown_job"
 

@@ -116,9 +116,12 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) 
         time.sleep(0.1)
 
 
-def get(url: str) -> tuple[int, dict[str, Any]]:
+def get(url: str, token: str | None = None) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"{}")
@@ -192,7 +195,7 @@ def test_agent_unit_runs_is_restarted_after_kill_and_is_removed(
 
     wait_until(lambda: healthy(launch.health_url), "/health on the API port")
     assert get(launch.health_url)[1]["agent"] == "digest"
-    status, body = get(f"{launch.bridge_url}/bridge/jobs/{uuid.uuid4()}")
+    status, body = get(f"{launch.bridge_url}/bridge/jobs/{uuid.uuid4()}", TOKEN)
     assert (status, body["code"]) == (404, "unknown_job")
 
     first_pid = show(nspawn_host, unit, "MainPID")

@@ -87,8 +87,11 @@ def final_reply(fake: FakeSlack, channel: str, thread: str, text: str) -> list[M
     return fake.wait_for(done, f"a reply reading {text!r} in {channel}/{thread}")
 
 
-def register_agent(iris: IrisServer, name: str, url: str) -> None:
-    """``iris agents register`` through the real CLI."""
+def register_agent(iris: IrisServer, name: str, url: str, token: str | None = None) -> None:
+    """``iris agents register`` through the real CLI, with the agent's own bridge ``token``."""
     env = clean_environment(IRIS_DATA_DIR=str(iris.data_dir))
-    done = run_iris("agents", "register", name, url, env=env)
+    if token is None:
+        done = run_iris("agents", "register", name, url, env=env)
+    else:  # on stdin: a token never goes in argv
+        done = run_iris("agents", "register", name, url, "--token-stdin", env=env, stdin=token)
     assert done.returncode == 0, done.stderr

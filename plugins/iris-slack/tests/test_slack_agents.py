@@ -63,7 +63,7 @@ def helper(base: Path) -> Iterator[SubAgent]:
 def iris(base: Path, fake: FakeSlack, helper: SubAgent) -> Iterator[IrisServer]:
     script = write_rules(base / "iris-script.json", [])
     server = serve(base / "data", fake, script, IRIS_SCRIPT_CALLS_FILE=str(base / "calls.jsonl"))
-    register_agent(server, "helper", helper.bridge_url)
+    register_agent(server, "helper", helper.bridge_url, token=helper.token)
     yield server
     server.stop()
 

@@ -30,7 +30,8 @@ def test_a_leading_mention_goes_straight_to_the_sub_agent(
         TELEGRAM_BOT_TOKEN="",  # a bridge-only agent needs no bot of its own
     )
     iris = telegram_iris()
-    AgentRegistry(iris.server.data_dir / "agents.json").register("helper", helper.bridge_url)
+    registry = AgentRegistry(iris.server.data_dir / "agents.json")
+    registry.register("helper", helper.bridge_url, token=helper.token)
     fake, chat = iris.fake, -new_chat()
 
     asked = fake.user_says(chat, "@helper how is the disk?", thread_id=12)["message"]["message_id"]

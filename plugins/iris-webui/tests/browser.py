@@ -280,5 +280,6 @@ def chat(shared_webui: WebUI, shared_page: Page) -> Page:
 def register_agent(webui: WebUI, agent: SubAgent) -> None:
     """``iris agents register`` against the Web UI Iris's data dir, through the real CLI."""
     env = clean_environment(IRIS_DATA_DIR=str(webui.server.data_dir))
-    done = run_iris("agents", "register", agent.name, agent.bridge_url, env=env)
+    args = ("agents", "register", agent.name, agent.bridge_url, "--token-stdin")
+    done = run_iris(*args, env=env, stdin=agent.token)  # its own token, never in argv
     assert done.returncode == 0, done.stderr

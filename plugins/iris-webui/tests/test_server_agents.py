@@ -28,7 +28,7 @@ def test_a_pinned_socket_talks_to_the_sub_agent_directly(
         ],
     )
     web = start_web_iris()
-    register_agent(web.server, "helper", helper.bridge_url)
+    register_agent(web.server, "helper", helper.bridge_url, token=helper.token)
     http = web.login()
     agents = http.get(f"{web.url}/api/agents", timeout=30).json()
     assert agents == [{"name": "helper"}]  # the name only: no URL, no token
