@@ -62,3 +62,11 @@ def test_every_route_answers_a_wrong_method_with_its_allow(
         wrong = next(m for m in PROBES if m not in methods)
         reply = shared_iris_server.request(wrong, path)
         assert_405(reply, methods)
+
+
+def test_an_events_fire_path_does_not_also_route_to_delete(shared_iris_server: IrisServer) -> None:
+    """``/events/x/fire`` is the fire route only: ``DELETE /events/<name>`` takes no name that
+    ends in ``/fire``, so Allow does not advertise a DELETE that could never succeed."""
+    options = shared_iris_server.request("OPTIONS", "/events/x/fire")
+    assert options.status == 200 and allow(options) == {"POST", "OPTIONS"}
+    assert_405(shared_iris_server.request("DELETE", "/events/x/fire"), {"POST", "OPTIONS"})

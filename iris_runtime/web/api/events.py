@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
+from flask.blueprints import BlueprintSetupState
+from werkzeug.routing import PathConverter
 
 from iris_runtime.errors import InvalidInput, PayloadTooLarge
 from iris_runtime.events.catalog import (
@@ -33,6 +35,21 @@ from iris_runtime.runtime import Runtime
 from iris_runtime.web.bodies import json_object, string_field
 
 blueprint = Blueprint("events", __name__)
+
+
+class EventNameConverter(PathConverter):
+    """An event name in a path: a ``path`` (so a name with ``/`` or ``..`` reaches the handler
+    and gets its clear 400) that never ends in ``/fire``, so ``/events/<name>/fire`` belongs to
+    the fire route alone and a 405 there does not advertise a DELETE that could only fail."""
+
+    regex = r"[^/](?:(?!/fire$).)*"
+
+
+@blueprint.record_once
+def _add_converter(state: BlueprintSetupState) -> None:
+    # Recorded before the routes below: a converter must exist when its rules are added.
+    state.app.url_map.converters["event_name"] = EventNameConverter
+
 
 _EVENT_FIELDS = ("type", "channelId", "text", "at", "schedule", "timezone")
 
@@ -92,14 +109,14 @@ def add() -> tuple[Response, int]:
     return jsonify(describe_written(data_dir, folder, path, spec, SystemClock().now())), 201
 
 
-@blueprint.delete("/events/<path:name>")
+@blueprint.delete("/events/<event_name:name>")
 def remove(name: str) -> Response:
     runtime = _runtime()
     path = remove_event(runtime.settings.data_dir, _folder(_service(runtime)), name)
     return jsonify({"removed": True, "id": _rel(runtime, path)})
 
 
-@blueprint.post("/events/<path:name>/fire")
+@blueprint.post("/events/<event_name:name>/fire")
 def fire(name: str) -> tuple[Response, int]:
     runtime = _runtime()
     folder = _folder(_service(runtime))
