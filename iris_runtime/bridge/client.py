@@ -50,6 +50,7 @@ class BridgeReply:
     request_id: str
     status: str  # done | stopped | failed (as the agent reported it) | aborted (we stopped)
     usage: dict[str, Any] = field(default_factory=dict)  # the agent's own usage, if it sent it
+    silent: bool = False  # the agent chose to say nothing ([SILENT]); text is then empty
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ def _terminal(event: dict[str, Any], request_id: str, call: BridgeCall) -> Bridg
         request_id,
         str(event.get("status") or "done"),
         usage if isinstance(usage, dict) else {},
+        silent=event.get("silent") is True,
     )
 
 
@@ -237,7 +239,7 @@ def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None)
             if kind.startswith(NDJSON):
                 reply = _read_stream(response, request_id, progress)
             else:  # an older agent: one JSON body
-                return BridgeReply(str(response.json().get("text", "")), request_id, "done")
+                return _plain_reply(response.json(), request_id)
         except Exception as exc:
             broke = isinstance(exc, (requests.RequestException, ValueError))
             if not (broke or progress.aborted()):
@@ -255,6 +257,11 @@ def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None)
     if progress.aborted():
         return BridgeReply("", request_id, "aborted")
     return _poll(http, request_id, progress)
+
+
+def _plain_reply(body: dict[str, Any], request_id: str) -> BridgeReply:
+    silent = body.get("silent") is True
+    return BridgeReply(str(body.get("text", "")), request_id, "done", silent=silent)
 
 
 @contextlib.contextmanager

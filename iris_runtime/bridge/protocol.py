@@ -9,8 +9,10 @@ Asking with ``Accept: application/x-ndjson`` gets a stream of JSON lines::
     {"type":"final","text":"…","requestId":"…","seq":2,"status":"done"}
 
 ending with exactly one ``final`` or ``error`` line. Otherwise the answer is one JSON body
-``{"text", "requestId", "status"}``. Readers ignore line types and fields they do not know, and
-the agent ignores request fields it does not know.
+``{"text", "requestId", "status"}``. A run that chose to say nothing (``[SILENT]``) ends with
+empty ``text`` and ``"silent": true`` (in both shapes), so its caller posts nothing either.
+Readers ignore line types and fields they do not know, and the agent ignores request fields it
+does not know.
 """
 
 from __future__ import annotations

@@ -101,7 +101,9 @@ class AgentMentionRouter:
         if reply.status == "aborted":
             return RouteOutcome("", "stopped", agent=agent)
         status = "failed" if reply.status == "failed" else "done"
-        return RouteOutcome(reply.text, status, usage=usage_from_json(reply.usage), agent=agent)
+        usage = usage_from_json(reply.usage)
+        # The agent chose silence: the engine then posts nothing, as for Iris's own [SILENT].
+        return RouteOutcome(reply.text, status, usage=usage, agent=agent, silent=reply.silent)
 
 
 class CallAgentTool:
@@ -146,6 +148,9 @@ class CallAgentTool:
             return ToolResult(exc.message, is_error=True)
         if reply.status == "aborted":
             return ToolResult(f"stopped before {agent} answered (request {reply.request_id})", True)
+        if reply.silent:  # an empty result would leave the model guessing why
+            text = f"({agent} chose to stay silent: it has nothing to say)"
+            return ToolResult(text, details={"requestId": reply.request_id})
         return ToolResult(
             reply.text, is_error=reply.status == "failed", details={"requestId": reply.request_id}
         )

@@ -108,11 +108,15 @@ class BridgeService:
                 text=result.text,
             )
         else:
+            # A [SILENT] run is not a run that forgot to answer: it is marked, not salvaged with
+            # NO_REPLY. The mark is only ever added, so an older parent just sees empty text.
+            silent = result.silent and not result.text
             job.append(
                 "final",
-                text=result.text or NO_REPLY,
+                text=result.text or ("" if silent else NO_REPLY),
                 requestId=job.request_id,
                 status=result.status,
                 usage=usage_to_json(result.usage),
+                **({"silent": True} if silent else {}),
             )
         self.jobs.finished(job)

@@ -310,7 +310,9 @@ class Engine:
             outcome = router.route(request)
             if outcome is None:
                 continue
-            if outcome.text:
+            if outcome.silent:  # as for Iris's own silent runs: no reply, no placeholder
+                sink.delete_message()
+            elif outcome.text:
                 sink.respond(outcome.text)
             code = "route_failed" if outcome.status == "failed" else None
             text = sink.accumulated() or outcome.text
@@ -322,6 +324,7 @@ class Engine:
                 code,
                 usage=outcome.usage,
                 agent=outcome.agent,
+                silent=outcome.silent,
             )
         return None
 
@@ -402,7 +405,10 @@ class Engine:
         if outcome.usage.input_tokens or outcome.usage.output_tokens:
             sink.usage(outcome.usage)
         text = accumulated or "\n\n".join(outcome.replies)
-        return RunResult(run.run_id, outcome.status, text, usage=outcome.usage, turn_usage=turns)
+        silent = outcome.silent and not outcome.replies
+        return RunResult(
+            run.run_id, outcome.status, text, usage=outcome.usage, turn_usage=turns, silent=silent
+        )
 
     def _log_user(self, run: Run, **extra: object) -> None:
         event = run.event

@@ -48,6 +48,10 @@ class RunSink:
     def respond_in_thread(self, text: str) -> None:
         self._ctx.respond_in_thread(text)
 
+    def delete_message(self) -> None:
+        """Nothing will be said: the transport drops its placeholder, if it has one."""
+        self._ctx.delete_message()
+
     def status(self, text: str) -> None:
         line = clip_status(text)
         self._ctx.set_status(line)

@@ -26,6 +26,7 @@ class RouteOutcome:
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
     agent: str | None = None  # who answered, for per-agent usage
+    silent: bool = False  # the answer is to say nothing: the engine posts nothing, as for [SILENT]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ class RunResult:
     usage: Usage = field(default_factory=Usage)
     turn_usage: tuple[Usage, ...] = ()
     agent: str | None = None  # set when a sub-agent answered instead of Iris's own model
+    silent: bool = False  # nothing to say ([SILENT]): the transport posted nothing
 
 
 class RunTicket:

@@ -91,7 +91,10 @@ def bridge() -> Response:
     if end["type"] == "error":
         status = ERROR_STATUS.get(end.get("code", ""), 500)
         return error_response(end["error"], end["code"], status, requestId=job.request_id)
-    return jsonify({"text": end["text"], "requestId": job.request_id, "status": end.get("status")})
+    body = {"text": end["text"], "requestId": job.request_id, "status": end.get("status")}
+    if end.get("silent"):
+        body["silent"] = True
+    return jsonify(body)
 
 
 @blueprint.get("/bridge/jobs/<request_id>")

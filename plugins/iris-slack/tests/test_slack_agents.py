@@ -36,6 +36,7 @@ HELPER_RULES: list[dict[str, Any]] = [
     },
     {"when": "recap", "turns": [[{"recall": True}]]},
     {"when": "slowjob", "turns": [[{"text": "working on it"}, {"sleep": 60}]]},
+    {"when": "anything new", "turns": [[{"text": "[SILENT] nothing since yesterday"}]]},
 ]
 
 
@@ -120,3 +121,18 @@ def test_stop_reaches_a_delegated_run(base: Path, fake: FakeSlack, iris: IrisSer
     assert note.at < placeholder.edits[-1].at  # the note answered the stop, before the end
     wait_until(lambda: log_entries(iris, "CAGSTOP01")[-1].get("role") == "assistant", "the end")
     assert log_entries(iris, "CAGSTOP01")[-1]["status"] == "stopped"
+
+
+def test_a_silent_sub_agent_posts_nothing_and_drops_the_placeholder(
+    fake: FakeSlack, iris: IrisServer
+) -> None:
+    fake.add_channel("CAGQUIET1", "agent-quiet")
+    ts = fake.mention("CAGQUIET1", "@helper anything new?")
+    [placeholder] = fake.wait_for(
+        lambda f: [m for m in f.thread("CAGQUIET1", ts) if m.bot and m.deleted],
+        "the placeholder removed",
+    )
+    wait_until(lambda: log_entries(iris, "CAGQUIET1")[-1].get("role") == "assistant", "the end")
+    assert log_entries(iris, "CAGQUIET1")[-1]["text"] == ""
+    assert [m for m in fake.bot_messages("CAGQUIET1") if not m.deleted] == []
+    assert not any("no reply" in edit.text for edit in placeholder.edits)
