@@ -14,10 +14,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from iris_runtime import data_layout
 from iris_runtime.errors import ConfigError
 
 DEFAULT_DATA_DIR = ".iris-data"
-TOKEN_FILE_NAME = "api-token"  # noqa: S105 (a file name, not a secret)
+TOKEN_FILE_NAME = data_layout.API_TOKEN
 
 # Field names whose values never leave the process unmasked (doctor, logs, reprs).
 SECRET_FIELDS = frozenset({"api_token", "vault_token", "vault_secret_id"})
@@ -209,7 +210,7 @@ class Settings:
     @property
     def control_socket(self) -> Path:
         # gunicorn 27 shares one control socket path by default; each Iris gets its own.
-        return self.data_dir / "run" / f"gunicorn-{self.api_port}.ctl"
+        return self.data_dir / data_layout.RUN_DIR / f"gunicorn-{self.api_port}.ctl"
 
     def with_token(self, token: str) -> Settings:
         from dataclasses import replace

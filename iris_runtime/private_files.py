@@ -31,6 +31,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from iris_runtime import data_layout
 from iris_runtime.errors import ConfigError
 
 DIR_MODE = 0o700
@@ -39,7 +40,7 @@ FILE_MODE = 0o600
 Owner = tuple[int, int]
 
 # SQLite's own files next to a database: root must not follow a link planted at any of them.
-SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+SQLITE_SIDECARS = data_layout.SQLITE_SIDECARS
 
 
 class UnsafeFile(ConfigError):

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from iris_runtime.config import TOKEN_FILE_NAME
+from iris_runtime.data_layout import CONSTITUTION_MD, MEMORY_MD, SKILLS_DIR
 from iris_runtime.engine.skills import Skill
 from iris_runtime.errors import ConfigError, InvalidInput, IrisError
 from iris_runtime.private_files import (
@@ -107,7 +108,7 @@ def render_file(source: Path, destination: Path, values: Mapping[str, str]) -> N
 
 def scaffold_dir(repo_dir: Path) -> Path:
     folder = repo_dir / SCAFFOLD_DIR
-    if not (folder / "CONSTITUTION.md").is_file():
+    if not (folder / CONSTITUTION_MD).is_file():
         raise ConfigError(
             f"no agent scaffold at {folder}: set IRIS_REPO_DIR to your Iris checkout "
             f"(now {repo_dir})"
@@ -157,9 +158,9 @@ def _fill_home(
     token: str | None,
     constitution: Path | None,
 ) -> None:
-    render_file(constitution or scaffold / "CONSTITUTION.md", home / "CONSTITUTION.md", values)
-    render_file(scaffold / "MEMORY.md", home / "MEMORY.md", values)
-    skills_dir = private_dir(home / "skills")
+    render_file(constitution or scaffold / CONSTITUTION_MD, home / CONSTITUTION_MD, values)
+    render_file(scaffold / MEMORY_MD, home / MEMORY_MD, values)
+    skills_dir = private_dir(home / SKILLS_DIR)
     for skill in skills:
         _refuse_escaping_links(skill)
         try:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
+from iris_runtime import data_layout
 from iris_runtime.errors import InvalidInput, IrisError
 from iris_runtime.private_files import file_lock, write_private_file
 from iris_runtime.secrets.backend import SECRET_NAME_RE
@@ -37,7 +38,7 @@ from iris_runtime.secrets.backend import SECRET_NAME_RE
 if TYPE_CHECKING:
     from iris_runtime.config import Settings
 
-REGISTRY_FILE_NAME = "agents.json"
+REGISTRY_FILE_NAME = data_layout.AGENTS_JSON
 FILE_MODE = 0o600
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from iris_runtime import data_layout
 from iris_runtime.config import Settings, env_float
 from iris_runtime.errors import ConfigError
 
@@ -71,7 +72,9 @@ class SpawnConfig:
         return cls(
             repo_dir=Path(_get(env, "IRIS_REPO_DIR", str(DEFAULT_REPO_DIR))).expanduser(),
             agents_dir=(
-                Path(agents_dir).expanduser() if agents_dir else settings.data_dir / "agents"
+                Path(agents_dir).expanduser()
+                if agents_dir
+                else settings.data_dir / data_layout.AGENTS_DIR
             ).resolve(),
             ports=PortRange.parse(_get(env, "IRIS_AGENT_PORTS", DEFAULT_PORT_RANGE)),
             service_manager=manager,

@@ -17,12 +17,13 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from iris_runtime import data_layout
 from iris_runtime.bridge.protocol import TERMINAL_TYPES, validate_request_id
 from iris_runtime.errors import IrisError, NotFound
 
 log = logging.getLogger(__name__)
 
-JOBS_DIR = "bridge-jobs"
+JOBS_DIR = data_layout.BRIDGE_JOBS_DIR
 FINISHED_CACHE_SIZE = 64
 TAIL_BYTES = 64 * 1024
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import click
 
+from iris_runtime import data_layout
 from iris_runtime.cli.common import listen_ports, plugin_host, port_problem
 from iris_runtime.config import Settings, mask
 from iris_runtime.errors import ConfigError, IrisError
@@ -54,12 +55,12 @@ def _events_check(settings: Settings) -> Check:
 
 # Files that hold tokens, keys or who-asked-for-what: anything looser than 0600 is a finding.
 PRIVATE_FILES = {
-    "token_file": "api-token",
-    "agents_json": "agents.json",
-    "secret_store_key": "secrets/store.key",
-    "secret_store": "secrets/store.enc",
-    "vault_accessors": "secrets/vault-agents.json",
-    "secrets_audit": "audit/secrets.jsonl",
+    "token_file": data_layout.API_TOKEN,
+    "agents_json": data_layout.AGENTS_JSON,
+    "secret_store_key": f"{data_layout.SECRETS_DIR}/store.key",
+    "secret_store": f"{data_layout.SECRETS_DIR}/store.enc",
+    "vault_accessors": f"{data_layout.SECRETS_DIR}/vault-agents.json",
+    "secrets_audit": f"{data_layout.AUDIT_DIR}/secrets.jsonl",
 }
 
 

@@ -11,6 +11,7 @@ import functools
 import re
 from pathlib import Path
 
+from iris_runtime.data_layout import is_reserved
 from iris_runtime.errors import InvalidInput
 
 # Letters, digits and the few separators chat platforms put in their ids ("C123.456", "tg--1").
@@ -18,20 +19,6 @@ _CHANNEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}")
 _SAFE_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SESSION_PREFIX = "SESSION-"
 MAX_FILENAME_BYTES = 200
-# Top-level names of the data dir that a channel must never alias.
-_RESERVED = frozenset(
-    {
-        "bridge-jobs",
-        "events",
-        "audit",
-        "skills",
-        "run",
-        "secrets",
-        "state.db",
-        "agents.json",
-        "api-token",
-    }
-)
 
 
 def validate_channel_id(channel_id: str) -> str:
@@ -41,8 +28,13 @@ def validate_channel_id(channel_id: str) -> str:
             "(at most 200, starting with a letter or digit)",
             code="invalid_channel_id",
         )
-    if channel_id in _RESERVED:
-        raise InvalidInput(f"channel id {channel_id!r} is reserved", code="invalid_channel_id")
+    # A channel's folder sits beside the data dir's own entries, so it must never alias one.
+    if is_reserved(channel_id):
+        raise InvalidInput(
+            f"channel id {channel_id!r} is reserved: it names one of Iris's own files or "
+            "folders in the data dir (in any case)",
+            code="invalid_channel_id",
+        )
     return channel_id
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from iris_runtime import data_layout
 from iris_runtime.engine.skills import Skill
 from iris_runtime.engine.transport import ChannelInfo, TransportPromptProfile, UserInfo
 
@@ -39,8 +40,8 @@ def build_system_prompt(
     users: list[UserInfo],
     extra_sections: list[str] | None = None,
 ) -> str:
-    constitution = _read_optional(workspace / "CONSTITUTION.md")
-    memory = _read_optional(workspace / "MEMORY.md")
+    constitution = _read_optional(workspace / data_layout.CONSTITUTION_MD)
+    memory = _read_optional(workspace / data_layout.MEMORY_MD)
     parts = [
         profile.identity_line,
         f"## Constitution\n{constitution}" if constitution else "",

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from iris_runtime import data_layout
 from iris_runtime.secrets.backend import SECRET_NAME_RE
 
 log = logging.getLogger(__name__)
@@ -178,7 +179,8 @@ def load_skill(folder: Path) -> Skill | None:
 
 def discover_skills(workspace: Path, extra: list[Path]) -> list[Skill]:
     """Skills in ``workspace/skills/*`` plus folders registered by plugins; first name wins."""
-    folders = sorted(p for p in (workspace / "skills").glob("*") if p.is_dir()) + list(extra)
+    own = workspace / data_layout.SKILLS_DIR
+    folders = sorted(p for p in own.glob("*") if p.is_dir()) + list(extra)
     seen: dict[str, Skill] = {}
     for folder in folders:
         skill = load_skill(folder)

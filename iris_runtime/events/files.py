@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from iris_runtime import data_layout
 from iris_runtime.engine.channels import is_safe_token, validate_channel_id
 from iris_runtime.errors import InvalidInput, IrisError, NotFound
 from iris_runtime.events.cron import CronSchedule
@@ -30,9 +31,9 @@ from iris_runtime.private_files import write_private_file
 
 EventType = Literal["immediate", "one-shot", "periodic"]
 EVENT_TYPES: tuple[EventType, ...] = ("immediate", "one-shot", "periodic")
-ROOT_FOLDER = "events"
+ROOT_FOLDER = data_layout.EVENTS_DIR
 # The per-transport folders the spec names; a loaded transport with another id gets its own too.
-KNOWN_TRANSPORT_FOLDERS = ("slack", "telegram")
+KNOWN_TRANSPORT_FOLDERS = (data_layout.SLACK_DIR, data_layout.TELEGRAM_DIR)
 SUFFIX = ".json"
 ERROR_SUFFIX = ".error"
 # An event is a prompt, not a document: anything larger is a mistake (or not an event file).

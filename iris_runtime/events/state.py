@@ -28,7 +28,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-DB_NAME = "state.db"
+from iris_runtime import data_layout
+
+DB_NAME = data_layout.STATE_DB
 FiringState = Literal["pending", "accepted", "done"]
 
 _SCHEMA = """

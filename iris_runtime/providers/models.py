@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 
 import yaml
 
+from iris_runtime import data_layout
 from iris_runtime.config import Settings
 from iris_runtime.engine.provider import ModelPrice
 from iris_runtime.errors import ConfigError
@@ -125,7 +126,7 @@ def _read(text: str, source: str) -> tuple[dict[str, ModelInfo], dict[str, str]]
 def load_models(settings: Settings) -> ModelsTable:
     shipped = resources.files("iris_runtime.providers").joinpath("models.yaml").read_text("utf-8")
     models, defaults = _read(shipped, "built-in models.yaml")
-    override = settings.data_dir / "models.yaml"
+    override = settings.data_dir / data_layout.MODELS_YAML
     if override.exists():
         extra_models, extra_defaults = _read(override.read_text("utf-8"), str(override))
         models.update(extra_models)
@@ -171,11 +172,11 @@ def resolve_model(settings: Settings, provider: str, base_url: str | None = None
             "(context %d, no cost). Add it to %s to set its limits.",
             chosen,
             LOCAL_CONTEXT_WINDOW,
-            settings.data_dir / "models.yaml",
+            settings.data_dir / data_layout.MODELS_YAML,
         )
         return ModelInfo(chosen, provider, LOCAL_CONTEXT_WINDOW, LOCAL_MAX_OUTPUT)
     known = ", ".join(sorted(m for m, i in table.models.items() if i.provider == provider))
     raise ConfigError(
         f"unknown model {chosen!r} for {provider} (known: {known}); add it to "
-        f"{settings.data_dir / 'models.yaml'}"
+        f"{settings.data_dir / data_layout.MODELS_YAML}"
     )

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from iris_runtime import data_layout
 from iris_runtime.errors import InvalidInput, ProvisionError
 from iris_runtime.private_files import FILE_MODE, open_private, private_dir, write_private_file
 from iris_runtime.provision.launch import IDENTITY_VARS, AgentLaunch, Progress
@@ -298,7 +299,7 @@ class DockerAgents:
         broker_url: str,
     ) -> None:
         self.repo_dir = repo_dir
-        self.state_dir = data_dir / "terraform"
+        self.state_dir = data_dir / data_layout.TERRAFORM_DIR
         self.image = image
         self.base_image = base_image
         self.terraform = terraform.with_state_dir(self.state_dir)

@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from iris_runtime import data_layout
 from iris_runtime.errors import ProvisionError
 from iris_runtime.private_files import adopt_parent_owner, check_private_path, chmod_private_db
 
-DB_NAME = "state.db"  # shared with the event firings (iris_runtime.events.state)
+DB_NAME = data_layout.STATE_DB  # shared with the event firings (iris_runtime.events.state)
 Desired = Literal["running", "absent"]
 ProcessState = Literal["starting", "running", "backoff", "stopped", "failed"]
 

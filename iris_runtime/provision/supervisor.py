@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from iris_runtime import data_layout
 from iris_runtime.config import Settings
 from iris_runtime.errors import ConfigError
 from iris_runtime.provision.supervised import (
@@ -431,7 +432,7 @@ class Supervisor:
         """Take the data dir's supervisor lock if we do not hold it yet (and beat at once)."""
         if self._lock_file is not None:
             return True
-        run = self.data_dir / "run"
+        run = self.data_dir / data_layout.RUN_DIR
         run.mkdir(mode=0o700, parents=True, exist_ok=True)
         handle = (run / "supervisor.lock").open("ab")
         try:

@@ -19,11 +19,12 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from iris_runtime import data_layout
 from iris_runtime.private_files import UnsafeFile, open_private, private_dir
 
 log = logging.getLogger(__name__)
 
-AUDIT_FILE = Path("audit") / "secrets.jsonl"
+AUDIT_FILE = Path(data_layout.AUDIT_DIR) / "secrets.jsonl"
 
 # Decisions, in the words the audit log and `iris secrets audit --decision` use.
 ALLOWED = "allowed"

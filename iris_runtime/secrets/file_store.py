@@ -24,6 +24,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
 
+from iris_runtime import data_layout
 from iris_runtime.config import Settings
 from iris_runtime.errors import ConfigError
 from iris_runtime.private_files import file_lock, private_dir, write_private_file
@@ -124,4 +125,4 @@ class FileSecretStore:
 
 
 def file_store(settings: Settings) -> FileSecretStore:
-    return FileSecretStore(settings.data_dir / "secrets")
+    return FileSecretStore(settings.data_dir / data_layout.SECRETS_DIR)

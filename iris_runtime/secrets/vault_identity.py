@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import hvac.exceptions as hvac_errors
 
+from iris_runtime import data_layout
 from iris_runtime.agents.registry import NAME_RE
 from iris_runtime.errors import InvalidInput, IrisError
 from iris_runtime.private_files import file_lock, private_dir, write_private_file
@@ -127,7 +128,7 @@ class AgentVaultIdentity:
         self._settings = settings
         client = client_factory() if client_factory is not None else None
         self._vault = VaultConnection(settings, client=client)
-        self.records_path = settings.data_dir / "secrets" / RECORDS_FILE
+        self.records_path = settings.data_dir / data_layout.SECRETS_DIR / RECORDS_FILE
 
     def __repr__(self) -> str:
         return f"AgentVaultIdentity({self._vault.addr!r}, records={str(self.records_path)!r})"

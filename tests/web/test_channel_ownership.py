@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from iris_runtime.data_layout import TOP_LEVEL
 from iris_runtime.testing.server import IrisServer
 from tests.web.test_openapi import SPEC_PATH, assert_documented
 
@@ -148,3 +149,42 @@ def test_channels_of_no_transport_shape_still_go_to_the_bridge(
     event = shared_iris_server.post(f"/channels/{channel}/events", json_body={"text": "hi"})
     accepted = assert_documented(spec, "POST", "/channels/{channel_id}/events", event, 202)
     assert accepted == {"accepted": True, "transport": "bridge"}
+
+
+# -- channel ids never alias Iris's own files and folders ------------------------------------------
+
+# The names issue 15 found missing; every name of iris_runtime.data_layout is tested as well.
+RESERVED_NAMES = [
+    "agents",
+    "agents.d",
+    "agents.json",
+    "audit",
+    "channels.json",
+    "CONSTITUTION.md",
+    "MEMORY.md",
+    "run",
+    "skills",
+    "slack",
+    "state.db",
+    "state.db-wal",
+    "state.db-shm",
+    "telegram",
+    "webui",
+]
+# The layout is case-sensitive on Linux, but not on every filesystem a data dir may live on.
+CASE_VARIANTS = ["AGENTS", "constitution.md", "Memory.md", "Events", "WebUI", "STATE.DB"]
+
+
+@pytest.mark.parametrize("name", sorted({*RESERVED_NAMES, *TOP_LEVEL}) + CASE_VARIANTS)
+def test_a_reserved_name_is_refused_as_a_channel(
+    spec: dict[str, Any], shared_iris_server: IrisServer, name: str
+) -> None:
+    event = shared_iris_server.post(f"/channels/{name}/events", json_body={"text": "x"})
+    body = assert_documented(spec, "POST", "/channels/{channel_id}/events", event, 400)
+    assert body["code"] == "invalid_channel_id" and "reserved" in body["error"]
+    escalation = shared_iris_server.post("/escalate", json_body={"text": "x", "channel": name})
+    body = assert_documented(spec, "POST", "/escalate", escalation, 400)
+    assert body["code"] == "invalid_channel_id" and "reserved" in body["error"]
+    time.sleep(0.1)
+    entry = shared_iris_server.data_dir / name
+    assert not (entry / "log.jsonl").exists(), f"a channel log was written into {name}"

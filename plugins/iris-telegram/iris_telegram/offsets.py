@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from iris_runtime import data_layout
 from iris_runtime.private_files import private_dir, write_private_file
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ class OffsetStore:
 
     @classmethod
     def for_bot(cls, data_dir: Path, bot_id: str) -> OffsetStore:
-        return cls(data_dir / "telegram" / f"offset-{bot_id}.json")
+        return cls(data_dir / data_layout.TELEGRAM_DIR / f"offset-{bot_id}.json")
 
     def load(self) -> int | None:
         return self.load_state()[0]

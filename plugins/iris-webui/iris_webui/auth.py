@@ -24,6 +24,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from iris_runtime import data_layout
 from iris_runtime.private_files import file_lock, private_dir, write_private_file
 
 COOKIE_NAME = "iris_webui"
@@ -40,7 +41,7 @@ def _digest(value: str) -> str:
 
 
 def login_file(data_dir: Path) -> Path:
-    return data_dir / "run" / LOGIN_FILE
+    return data_dir / data_layout.RUN_DIR / LOGIN_FILE
 
 
 def issue_login_key(data_dir: Path, *, ttl: float = KEY_TTL) -> str:
@@ -96,7 +97,7 @@ class LoginSessions:
     """
 
     def __init__(self, data_dir: Path) -> None:
-        self._path = data_dir / "webui" / "sessions.json"
+        self._path = data_dir / data_layout.WEBUI_DIR / "sessions.json"
         self._lock = threading.Lock()
         self._live: dict[str, tuple[float, str]] = self._load()
 
