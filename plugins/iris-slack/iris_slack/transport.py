@@ -40,7 +40,7 @@ from iris_runtime.engine.transport import (
     TransportEvent,
     UserInfo,
 )
-from iris_runtime.errors import EngineStopping, IrisError, QueueFull
+from iris_runtime.errors import EngineStopping, IrisError, NoSuchChannel, QueueFull
 from iris_slack.api import SlackApi, SlackError, classify, sdk_logger
 from iris_slack.channel_ids import CHANNEL_ID
 from iris_slack.config import SlackConfig
@@ -223,7 +223,15 @@ class SlackTransport:
     def post_message(self, channel_id: str, text: str) -> str:
         """Post ``text`` as a new message (longer text continues in its thread); its ts."""
         chunks = split_chunks(text) or ["(empty)"]
-        first = self.api.post_message(channel_id, escape(chunks[0]))
+        try:
+            first = self.api.post_message(channel_id, escape(chunks[0]))
+        except SlackError as exc:
+            # A Slack-shaped id Slack does not know is no channel at all (404), not a fault.
+            if exc.error == "channel_not_found":
+                raise NoSuchChannel(
+                    f"the slack transport has no channel {channel_id!r} ({exc.error})"
+                ) from exc
+            raise
         for chunk in chunks[1:]:
             self.api.post_message(channel_id, escape(chunk), first)
         return first

@@ -228,6 +228,20 @@ def test_a_channel_addressed_api_event_reaches_the_slack_transport(
     assert not posted.edits
 
 
+def test_an_escalation_reaches_slack_and_one_to_no_such_channel_is_404(
+    fake: FakeSlack, iris: IrisServer
+) -> None:
+    ch = channel(fake, "CESCAL001")
+    posted = iris.post("/escalate", json_body={"text": "disk full", "channel": ch})
+    assert posted.status == 202 and posted.json()["transport"] == "slack", posted.body
+    assert [m.text for m in fake.bot_messages(ch)] == ["⚠ Escalation from iris (error): disk full"]
+    unknown = iris.post("/escalate", json_body={"text": "x", "channel": "CNOSUCH99"})
+    assert unknown.status == 404, unknown.body
+    assert unknown.json()["code"] == "no_such_channel"
+    assert "slack" in unknown.json()["error"] and "channel_not_found" in unknown.json()["error"]
+    assert not (iris.data_dir / "CNOSUCH99" / "log.jsonl").exists()
+
+
 def test_silent_replies_post_nothing_and_drop_the_placeholder(
     fake: FakeSlack, iris: IrisServer
 ) -> None:
