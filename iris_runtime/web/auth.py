@@ -46,18 +46,27 @@ def identify(presented: str, shared: str, registry: AgentRegistry) -> str | None
     return entry.name if entry else None
 
 
+def bearer_token(header: str) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None. The scheme is
+    case-insensitive and may be followed by several spaces (RFC 9110 §11.4); a token has none."""
+    scheme, _, rest = header.partition(" ")
+    token = rest.lstrip(" ")
+    if scheme.lower() != "bearer" or not token or token != token.strip() or " " in token:
+        return None
+    return token
+
+
 def require_bearer_token(app: Flask, expected: str, registry: AgentRegistry) -> None:
     @app.before_request
     def _check_token() -> Response | None:
         if request.endpoint in PUBLIC_ENDPOINTS or request.endpoint is None:
             return None
-        header = request.headers.get("Authorization", "")
-        scheme, _, presented = header.partition(" ")
-        if scheme.lower() != "bearer" or not presented.strip():
+        presented = bearer_token(request.headers.get("Authorization", ""))
+        if presented is None:
             return error_response(
                 "missing bearer token (Authorization: Bearer …)", "unauthorized", 401
             )
-        caller = identify(presented.strip(), expected, registry)
+        caller = identify(presented, expected, registry)
         if caller is None:
             return error_response("invalid API token", "unauthorized", 401)
         if caller != IRIS_CALLER and request.endpoint not in AGENT_ENDPOINTS:

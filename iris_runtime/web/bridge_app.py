@@ -28,14 +28,13 @@ from iris_runtime.bridge.protocol import (
 )
 from iris_runtime.bridge.service import BridgeService
 from iris_runtime.errors import InvalidInput
-from iris_runtime.web.auth import token_matches
+from iris_runtime.web.auth import bearer_token, token_matches
 from iris_runtime.web.bodies import json_object
 from iris_runtime.web.errors import error_response, install_error_handlers
 
 log = logging.getLogger(__name__)
 blueprint = Blueprint("bridge", __name__)
 
-BEARER = "Bearer "
 # What the port serves; everything else is a 404.
 SERVED = frozenset({("POST", "bridge.bridge"), ("GET", "bridge.job_events")})
 # Plain-shape failures keep their meaning as HTTP statuses.
@@ -118,10 +117,9 @@ def _only_the_bridge() -> None:
 
 
 def _authenticated() -> Response | None:
-    """A 401 unless the caller sent exactly ``Bearer <this agent's API token>`` (compared in
-    constant time). Checked before the body is read, so a refused request creates nothing."""
-    header = request.headers.get("Authorization", "")
-    presented = header[len(BEARER) :] if header.startswith(BEARER) else ""
+    """A 401 unless the caller sent ``Bearer <this agent's API token>`` (compared in constant
+    time). Checked before the body is read, so a refused request creates nothing."""
+    presented = bearer_token(request.headers.get("Authorization", "")) or ""
     if token_matches(presented, _service().settings.api_token):
         return None
     log.warning("refused a bridge request from %s: wrong or missing token", request.remote_addr)
