@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from iris_runtime import data_layout
 from iris_runtime.config import Settings
 from iris_runtime.engine import channels
 from iris_runtime.runtime import Runtime
@@ -195,8 +196,13 @@ def test_path_parameter_patterns_follow_the_code(spec: dict[str, Any]) -> None:
     assert channel["pattern"] == f"^{channels._CHANNEL_ID.pattern}$"
     forbidden = channel["not"]["anyOf"]
     assert {"pattern": r"\.\."} in forbidden
-    reserved = next(f["enum"] for f in forbidden if "enum" in f)
-    assert set(reserved) == set(channels._RESERVED)
+    reserved = next(f["pattern"] for f in forbidden if f["pattern"] != r"\.\.")
+    # Every top-level name of the data dir, refused in any case (the schema spells the case out).
+    for name in data_layout.TOP_LEVEL:
+        for spelled in (name, name.upper(), name.lower()):
+            assert re.fullmatch(reserved, spelled), spelled
+            assert schema_errors(spec, channel, spelled), spelled
+    assert not re.fullmatch(reserved, "agents2") and not re.fullmatch(reserved, "xevents")
     for good in ("a", "abc-1.2_3", "A" * 128):
         assert not schema_errors(spec, session, good)
         channels.validate_session_id(good)
