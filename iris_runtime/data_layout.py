@@ -73,8 +73,19 @@ TOP_LEVEL: frozenset[str] = frozenset(
     }
 )
 _RESERVED_FOLDED = frozenset(name.casefold() for name in TOP_LEVEL)
+# Folders named at run time: every loaded transport that claims channels gets ``<id>/events/``
+# (third-party ones too, which cannot add themselves to TOP_LEVEL). See reserve_folder.
+_RESERVED_AT_RUN_TIME: set[str] = set()
+
+
+def reserve_folder(name: str) -> None:
+    """Refuse ``name`` as a channel id from now on: a loaded plugin keeps a folder of that name
+    at the top of the data dir. Call it before channels are resolved (the runtime does, for
+    every transport, when it assembles the engine)."""
+    _RESERVED_AT_RUN_TIME.add(name.casefold())
 
 
 def is_reserved(name: str) -> bool:
     """Whether ``name`` (in any case) is one of the data dir's own top-level entries."""
-    return name.casefold() in _RESERVED_FOLDED
+    folded = name.casefold()
+    return folded in _RESERVED_FOLDED or folded in _RESERVED_AT_RUN_TIME

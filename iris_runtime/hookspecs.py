@@ -53,6 +53,8 @@ def register_channel_shapes(register: Callable[[ChannelShape], None]) -> None:
     ``iris_runtime.engine.transport.ChannelShape``): ``claims`` is a compiled pattern matched
     against the whole id (``re.compile(r"tg-.*")``), ``valid`` the subset that is well-formed
     (``tg-<integer>``; None when every claimed id is), ``rule`` one phrase for error messages.
+    Claim a distinctive prefix in any case (``re.IGNORECASE``): on a case-insensitive file
+    system ``TG-1`` and ``tg-1`` would share a folder.
     Iris calls this in every serving process, credentials or not, so it must cost nothing:
     compile patterns, import nothing heavy, connect nowhere, log nothing.
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from iris_runtime.config import Settings
+from iris_runtime.engine.channels import reserve_folder
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.tools import ToolRegistry
 from iris_runtime.errors import ConfigError
@@ -81,6 +82,11 @@ class Runtime:
         # (404/409) instead of falling through to the bridge catch-all.
         for shape in host.channel_shapes():
             engine.transports.declare(shape)
+        # Each claiming transport has an <id>/events/ folder: never a channel's.
+        for name in {t.transport_id for t in engine.transports.claiming()} | {
+            s.transport_id for s in engine.transports.shapes()
+        }:
+            reserve_folder(name)
         runtime = cls(settings, host, engine, broker_for(settings, host.secret_backends()))
         runtime.events = EventService.for_engine(engine)
         # Sub-agents in process mode (no systemd) are children of the running Iris.

@@ -187,6 +187,15 @@ def _poll(session: requests.Session, request_id: str, progress: _Progress) -> Br
                 interval = (
                     POLL_INTERVAL if body.get("events") else min(interval * 1.5, MAX_POLL_INTERVAL)
                 )
+            elif response.status_code == 401:  # polling on cannot help: say so now
+                raise BridgeError(
+                    f"{call.agent} refused to show the job log of request {request_id} "
+                    "(HTTP 401): the token Iris holds for it is no longer its API token (was it "
+                    "restarted with a new one?). Fetch the reply with `iris bridge recover "
+                    f"{call.agent} {request_id}` once agents.json has its current token.",
+                    code="unauthorized",
+                    request_id=request_id,
+                )
             elif response.status_code != 404:  # 404: the job may not be logged yet
                 log.warning(
                     "polling %s for %s: HTTP %s", call.agent, request_id, response.status_code

@@ -11,6 +11,7 @@ import functools
 import re
 from pathlib import Path
 
+from iris_runtime import data_layout
 from iris_runtime.data_layout import is_reserved
 from iris_runtime.errors import InvalidInput
 
@@ -36,6 +37,12 @@ def validate_channel_id(channel_id: str) -> str:
             code="invalid_channel_id",
         )
     return channel_id
+
+
+def reserve_folder(name: str) -> None:
+    """Refuse ``name`` (in any case) as a channel id from now on (see data_layout)."""
+    data_layout.reserve_folder(name)
+    _channel_dir.cache_clear()  # an id resolved before is not to be trusted any more
 
 
 def is_safe_token(value: str) -> bool:

@@ -1,14 +1,15 @@
-"""The Engine: accepts events, schedules runs (one per channel, five waiting), runs the agent loop,
-logs every turn, and stops runs through a single path (:meth:`Engine.handle_stop`)."""
+"""The Engine: accepts events, hands runs to the scheduler (one per channel, five waiting, on
+lanes), runs the agent loop, logs every turn, and stops runs through a single path
+(:meth:`Engine.handle_stop`)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import uuid
-from collections import deque
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from iris_runtime.config import Settings
 from iris_runtime.engine.agent import AgentLoop, AgentOutcome
@@ -21,6 +22,7 @@ from iris_runtime.engine.prompt import build_system_prompt
 from iris_runtime.engine.provider import Message, Provider
 from iris_runtime.engine.routing import MessageRouter, RouteRequest
 from iris_runtime.engine.runs import Run, RunResult, RunTicket
+from iris_runtime.engine.scheduler import RunScheduler
 from iris_runtime.engine.sessions import SessionStore, summary_messages
 from iris_runtime.engine.skills import discover_skills
 from iris_runtime.engine.tools import Sandbox, ToolContext, ToolRegistry
@@ -34,17 +36,9 @@ from iris_runtime.engine.transport import (
     TransportRegistry,
 )
 from iris_runtime.engine.usage import usage_to_json
-from iris_runtime.errors import EngineStopping, IrisError, QueueFull
+from iris_runtime.errors import IrisError
 
 log = logging.getLogger(__name__)
-
-MAX_WAITING_PER_CHANNEL = 5
-
-
-@dataclass
-class _ChannelSlot:
-    running: Run | None = None
-    waiting: deque[Run] = field(default_factory=deque)
 
 
 class Engine:
@@ -67,17 +61,16 @@ class Engine:
         self._extra_skills = list(extra_skills or [])
         self.sandboxes = dict(sandboxes or {})
         self._routers: list[MessageRouter] = []
-        self._lanes = Lanes(
+        self._routers_lock = threading.Lock()
+        lanes = Lanes(
             {
                 "main": settings.lane_main,
                 "subagent": settings.lane_subagent,
                 "events": settings.lane_events,
             }
         )
+        self._scheduler = RunScheduler(lanes, self._execute, self._never_ran)
         self._loop = AgentLoop(provider, tools, max_turns=settings.max_turns, model=settings.model)
-        self._slots: dict[str, _ChannelSlot] = {}
-        self._lock = threading.Lock()
-        self._stopping = False
         self.started = False  # whether the transports have started taking messages
 
     # -- transports ---------------------------------------------------------------------------
@@ -120,44 +113,8 @@ class Engine:
             lane,
             RunTicket(run_id, event.channel),
         )
-        with self._lock:
-            if self._stopping:
-                raise EngineStopping("Iris is shutting down; try again after it restarts")
-            slot = self._slots.setdefault(event.channel, _ChannelSlot())
-            if slot.running is None:
-                slot.running = run
-                start_now = True
-            elif len(slot.waiting) >= MAX_WAITING_PER_CHANNEL:
-                log.warning(
-                    "queue of %s is full (%d waiting); refusing a message",
-                    event.channel,
-                    MAX_WAITING_PER_CHANNEL,
-                )
-                raise QueueFull(
-                    f"channel {event.channel!r} has a run in progress and "
-                    f"{MAX_WAITING_PER_CHANNEL} messages waiting; try again when it finishes"
-                )
-            else:
-                slot.waiting.append(run)
-                start_now = False
-        if start_now:
-            self._start(run)
+        self._scheduler.submit(run)
         return run.ticket
-
-    def _start(self, run: Run) -> None:
-        run.queued = self._lanes.submit(run.lane, lambda slot: self._execute(run, slot))
-
-    def _finish(self, run: Run) -> None:
-        with self._lock:
-            slot = self._slots.get(run.channel)
-            if slot is None:
-                return
-            following = slot.waiting.popleft() if slot.waiting and not self._stopping else None
-            slot.running = following
-            if following is None and not slot.waiting:
-                del self._slots[run.channel]
-        if following is not None:
-            self._start(following)
 
     # -- stopping -----------------------------------------------------------------------------
 
@@ -165,44 +122,17 @@ class Engine:
         """Abort the channel's running run; its waiter still gets the text produced so far.
 
         This is the one stop path for every transport and the API. Returns whether a run was
-        running."""
-        with self._lock:
-            slot = self._slots.get(channel)
-            run = slot.running if slot else None
-        if run is None:
-            return False
-        log.info("stopping run %s on %s", run.run_id, channel)
-        run.abort.set()
-        self._lanes.wake()  # a run waiting to take its slot back sees the stop
-        if run.queued is not None and run.queued.withdraw():
-            self._resolve_unstarted(run)  # it never got a slot: answer its waiter now
-        return True
+        running (a run still waiting for a lane slot ends at once, never having run)."""
+        return self._scheduler.stop(channel)
 
     def is_running(self, channel: str) -> bool:
-        with self._lock:
-            slot = self._slots.get(channel)
-            return bool(slot and slot.running)
+        return self._scheduler.is_running(channel)
 
     def begin_shutdown(self) -> None:
         """Refuse new work, abort running runs and cancel waiting ones; cheap and signal-safe
         enough to call from a SIGTERM handler."""
-        with self._lock:
-            if self._stopping:
-                return
-            self._stopping = True
-            running = [s.running for s in self._slots.values() if s.running]
-            waiting = [r for s in self._slots.values() for r in s.waiting]
-            for slot in self._slots.values():
-                slot.waiting.clear()
-        for run in running:
-            run.abort.set()
-            if run.queued is not None and run.queued.withdraw():
-                waiting.append(run)  # still queued for a lane: it never ran
-        self._lanes.close()
-        self._lanes.wake()
-        for run in waiting:
-            self._cancel(run)
-        self.observers.close_all()
+        if self._scheduler.begin_shutdown():
+            self.observers.close_all()
 
     def stop(self, timeout: float = 10.0) -> None:
         self.begin_shutdown()
@@ -211,49 +141,27 @@ class Engine:
                 transport.stop()
             except Exception:
                 log.exception("transport %s failed to stop", transport.transport_id)
-        if not self._lanes.join(timeout):
+        if not self._scheduler.join(timeout):
             log.warning("runs still busy after %.0fs; exiting anyway", timeout)
 
-    def _cancel(self, run: Run) -> None:
-        # The message was accepted, so it is logged even though it never ran.
-        self._log_user(run, status="cancelled")
-        run.ticket.resolve(
-            RunResult(
-                run.run_id,
-                "cancelled",
-                "",
-                "Iris shut down before this message ran",
-                "shutting_down",
-            )
-        )
-
-    def _resolve_unstarted(self, run: Run) -> None:
-        """A run stopped before it started: logged as never run, answered as stopped."""
-        self._log_user(run, status="cancelled", reason="stopped")
-        self._finish(run)
-        run.ticket.resolve(RunResult(run.run_id, "stopped", ""))
+    def _never_ran(self, run: Run, reason: str) -> None:
+        """The message was accepted, so it is logged even though it never ran; watchers of a
+        run stopped before it started still see it end."""
+        self._log_user(run, status="cancelled", reason=reason)
+        if reason == "stopped" and self.observers.is_observed(run.channel):
+            self.observers.publish(run.channel, {"type": "final", "text": ""})
 
     # -- running ------------------------------------------------------------------------------
 
-    def _execute(self, run: Run, slot: LaneSlot) -> None:
-        if run.abort.is_set() and not self._stopping:
-            self._resolve_unstarted(run)  # stopped between being queued and starting
-            return
+    def _execute(self, run: Run, slot: LaneSlot) -> RunResult:
         try:
-            result = self._run(run, slot)
-        except Exception as exc:
+            return self._run(run, slot)
+        except Exception as exc:  # before the run could say anything (no context yet)
             log.exception("run %s on %s crashed", run.run_id, run.channel)
             code = exc.code if isinstance(exc, IrisError) else "run_crashed"
             result = RunResult(run.run_id, "failed", f"(run failed: {exc})", str(exc), code)
             self._safe_log_reply(run, result)
-        finally:
-            self._finish(run)
-        if result.status == "stopped" and self._stopping:
-            # Not a user's stop: say so, so callers (a bridge client) can tell the difference.
-            result = replace(
-                result, error="Iris shut down during this run", error_code="shutting_down"
-            )
-        run.ticket.resolve(result)
+            return result
 
     def _run(self, run: Run, slot: LaneSlot) -> RunResult:
         transport = self.transports.get(run.transport_id)
@@ -279,9 +187,9 @@ class Engine:
             log.exception("run %s on %s crashed", run.run_id, run.channel)
             result = self._crashed(run, sink, exc)
         finally:
-            ctx.set_working(False)
+            _quietly(ctx.set_working, False)
         self._safe_log_reply(run, result)
-        sink.final(result.text)
+        _quietly(sink.final, result.text)  # the reply is logged: a broken watcher changes nothing
         return result
 
     @staticmethod
@@ -300,7 +208,8 @@ class Engine:
     def add_router(self, router: MessageRouter) -> None:
         """Offer every message to ``router`` before the model sees it (see engine.routing)."""
         # Replaced, not appended to, so a run iterating the routers never sees the list change.
-        self._routers = [*self._routers, router]
+        with self._routers_lock:
+            self._routers = [*self._routers, router]
 
     def _route(self, run: Run, sink: RunSink, slot: LaneSlot) -> RunResult | None:
         request = RouteRequest(
@@ -448,3 +357,11 @@ def _user_prompt(event: TransportEvent, tag: str, data_dir: Path) -> str:
         return event.text
     paths = "\n".join(str(data_dir / a.local) for a in event.attachments)
     return f"{event.text}\n\n<{tag}>\n{paths}\n</{tag}>"
+
+
+def _quietly(call: Callable[[Any], None], value: Any) -> None:
+    """Call a transport or watcher hook whose failure must not undo a finished run."""
+    try:
+        call(value)
+    except Exception:
+        log.exception("%s failed", getattr(call, "__qualname__", "a run hook"))

@@ -19,6 +19,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 
+from iris_runtime.errors import EngineStopping
+
 log = logging.getLogger(__name__)
 
 DEFAULT_LANE = "main"
@@ -54,11 +56,19 @@ class LaneSlot:
 
 
 class QueuedWork:
-    """Work submitted to a lane; :meth:`withdraw` takes it back if it has not started."""
+    """Work for a lane: :meth:`submit` queues it, :meth:`withdraw` takes it back if it has not
+    started. ``dropped`` is called if the lane shuts down before it started."""
 
-    def __init__(self, lane: Lane, work: Callable[[LaneSlot], None]) -> None:
+    def __init__(
+        self, lane: Lane, work: Callable[[LaneSlot], None], dropped: Callable[[], None]
+    ) -> None:
         self._lane = lane
         self.work = work
+        self.dropped = dropped
+
+    def submit(self) -> None:
+        """Queue it (it starts as soon as a slot is free); EngineStopping once shut down."""
+        self._lane.submit(self)
 
     def withdraw(self) -> bool:
         return self._lane.withdraw(self)
@@ -76,14 +86,12 @@ class Lane:
         self._threads: set[threading.Thread] = set()
         self._closed = False
 
-    def submit(self, work: Callable[[LaneSlot], None]) -> QueuedWork:
-        item = QueuedWork(self, work)
+    def submit(self, item: QueuedWork) -> None:
         with self._cond:
             if self._closed:
-                raise RuntimeError(f"lane {self.name} is shut down")
+                raise EngineStopping("Iris is shutting down; try again after it restarts")
             self._queue.append(item)
             self._admit()
-        return item
 
     def withdraw(self, item: QueuedWork) -> bool:
         with self._cond:
@@ -149,14 +157,18 @@ class Lane:
                 self._threads.discard(threading.current_thread())
                 self._cond.notify_all()
 
-    def close(self) -> list[QueuedWork]:
-        """Accept nothing more; return the work that never started."""
+    def close(self) -> None:
+        """Accept nothing more; work that never started is dropped (its ``dropped`` runs)."""
         with self._cond:
             self._closed = True
             pending = list(self._queue)
             self._queue.clear()
             self._cond.notify_all()
-            return pending
+        for item in pending:
+            try:
+                item.dropped()
+            except Exception:
+                log.exception("dropping work on lane %s failed", self.name)
 
     def join(self, deadline: float) -> bool:
         with self._cond:
@@ -173,18 +185,30 @@ class Lanes:
         self._lanes = {name: Lane(name, width) for name, width in widths.items()}
         self.widths = dict(widths)
 
-    def submit(self, lane: str, work: Callable[[LaneSlot], None]) -> QueuedWork:
+    def prepare(
+        self,
+        lane: str,
+        work: Callable[[LaneSlot], None],
+        dropped: Callable[[], None] = lambda: None,
+    ) -> QueuedWork:
+        """Work for ``lane``, not queued yet: the caller can keep a handle before it runs."""
         chosen = self._lanes.get(lane)
         if chosen is None:
             raise ValueError(f"unknown lane {lane!r}; lanes are {', '.join(self._lanes)}")
-        return chosen.submit(work)
+        return QueuedWork(chosen, work, dropped)
+
+    def submit(self, lane: str, work: Callable[[LaneSlot], None]) -> QueuedWork:
+        item = self.prepare(lane, work)
+        item.submit()
+        return item
 
     def wake(self) -> None:
         for lane in self._lanes.values():
             lane.wake()
 
-    def close(self) -> list[QueuedWork]:
-        return [item for lane in self._lanes.values() for item in lane.close()]
+    def close(self) -> None:
+        for lane in self._lanes.values():
+            lane.close()
 
     def join(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout

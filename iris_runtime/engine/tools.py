@@ -107,9 +107,9 @@ def _check_arguments(tool: Tool, args: dict[str, Any]) -> str | None:
 
 
 class ToolRegistry:
-    """Tools by name. Plugins may register tools while runs read the registry (``engine_started``
-    comes after the engine is serving), so a registration replaces the whole mapping: a reader
-    always sees one consistent set, never a dict changing under its iteration."""
+    """Tools by name. Plugins may register tools at any time, also while runs read the registry,
+    so a registration replaces the whole mapping: a reader always sees one consistent set, never
+    a dict changing under its iteration."""
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}

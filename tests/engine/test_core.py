@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from iris_runtime.engine.core import MAX_WAITING_PER_CHANNEL, Engine
+from iris_runtime.engine.core import Engine
+from iris_runtime.engine.scheduler import MAX_WAITING_PER_CHANNEL
 from iris_runtime.engine.transport import ChannelState, TransportEvent
 from iris_runtime.errors import EngineStopping, QueueFull
 from tests.engine.conftest import RecordingContext, RecordingTransport, wait_until

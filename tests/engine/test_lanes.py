@@ -47,22 +47,41 @@ def test_width_priority_and_withdrawal() -> None:
     ]
 
 
-def test_an_aborted_return_carries_on_without_a_slot() -> None:
+def test_a_stop_wakes_a_run_waiting_to_come_back_and_the_width_holds() -> None:
     lanes = Lanes({"main": 1})
     abort = threading.Event()
+    away = threading.Event()
     hold = threading.Event()
-    finished = threading.Event()
+    came_back = threading.Event()
+    running: list[int] = []
+    most = [0]
+    lock = threading.Lock()
 
     def delegating(slot: LaneSlot) -> None:
         with slot.off_lane(abort):
-            abort.set()  # stopped while away; the slot is taken meanwhile
-            lanes.submit("main", lambda s: hold.wait(10))
-            threading.Event().wait(0.2)
-        finished.set()
+            away.set()
+            hold.wait(10)  # meanwhile another run takes the only slot
+        came_back.set()
+
+    def busy(slot: LaneSlot) -> None:
+        with lock:
+            running.append(1)
+            most[0] = max(most[0], len(running))
+        hold.wait(10)
+        threading.Event().wait(0.05)
+        with lock:
+            running.pop()
 
     lanes.submit("main", delegating)
+    assert away.wait(5)
+    lanes.submit("main", busy)
     threading.Event().wait(0.1)
-    lanes.wake()
-    assert finished.wait(5)  # it did not wait for the busy slot
-    hold.set()
+    hold.set()  # the delegation returns while "busy" still holds the slot...
+    threading.Event().wait(0.01)
+    abort.set()
+    lanes.wake()  # ...and the stop wakes it: it finishes without waiting for the slot
+    assert came_back.wait(5)
+    for _ in range(3):  # the slot it gave up is still the only one
+        lanes.submit("main", busy)
     assert lanes.join(5)
+    assert most[0] == 1

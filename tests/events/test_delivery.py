@@ -13,7 +13,7 @@ import pytest
 
 from iris_runtime.bridge.transport import BridgeTransport
 from iris_runtime.config import Settings
-from iris_runtime.engine.core import MAX_WAITING_PER_CHANNEL
+from iris_runtime.engine.scheduler import MAX_WAITING_PER_CHANNEL
 from iris_runtime.engine.transport import TransportEvent
 from iris_runtime.runtime import Runtime
 

@@ -33,9 +33,11 @@ REFUSED = [
     ("G0123ABCD", 409, "transport_not_running", "slack"),
     ("WEBUI-abc", 409, "transport_not_running", "webui"),
     ("WEBUI-a.b", 404, "no_such_channel", "webui"),
+    ("TG-1", 404, "no_such_channel", "telegram"),  # a prefix in another case is still claimed
+    ("webui-abc", 404, "no_such_channel", "webui"),
 ]
 # Channels that are nobody's shape stay with the bridge, as before.
-BRIDGED = ["SESSION-own-1", "BRIDGE-ops", "ops", "C1", "GENERAL", "TG-1"]
+BRIDGED = ["SESSION-own-1", "BRIDGE-ops", "ops", "C1", "GENERAL", "c3po"]
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +124,8 @@ def test_an_event_file_for_a_channel_nobody_serves_gets_its_reason(
 ) -> None:
     events = shared_iris_server.data_dir / "events"
     written: dict[str, tuple[Path, str, str]] = {}
-    for channel, status, _, transport in REFUSED:
-        name = "file-" + channel.replace(".", "-").lower()
+    for number, (channel, status, _, transport) in enumerate(REFUSED):
+        name = f"file-{number}-" + channel.replace(".", "-").lower()
         path = events / f"{name}.json"
         tmp = events / f".{name}.tmp"
         tmp.write_text(json.dumps({"type": "immediate", "channelId": channel, "text": "x"}))

@@ -50,7 +50,8 @@ def register_channel_shapes(register: Callable[[ChannelShape], None]) -> None:
     register(
         ChannelShape(
             TRANSPORT_ID,
-            claims=re.compile(re.escape(CHANNEL_PREFIX) + ".*"),
+            # In any case: on a case-insensitive file system the folders would be one.
+            claims=re.compile(re.escape(CHANNEL_PREFIX) + ".*", re.IGNORECASE),
             valid=CHANNEL_ID,
             rule="WEBUI-<conversation id>: 1-64 letters, digits, '_' or '-'",
         )
