@@ -222,6 +222,11 @@ def test_a_shutdown_loses_no_waiting_message(telegram_iris: StartIris) -> None:
     fake, chat = iris.fake, new_chat()
     held = fake.user_says(chat, "hold the line")["message"]["message_id"]
     iris.wait_reply(chat, held, "Thinking…")
+    # The placeholder comes before the model is asked; under load, so can the shutdown.
+    iris.wait(
+        lambda f: any(c["prompt"] == "hold the line" for c in iris.provider_calls()),
+        "the first run to reach the model",
+    )
     waiting = fake.user_says(chat, "answer me later")["message"]["message_id"]
     iris.wait_reply(chat, waiting, "Queued…")
     iris.server.stop()
