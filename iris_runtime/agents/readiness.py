@@ -19,6 +19,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+from iris_runtime.bridge.protocol import bearer_header
 from iris_runtime.errors import ProvisionError
 from iris_runtime.provision.launch import AgentLaunch, Progress
 
@@ -55,7 +56,7 @@ def healthy(url: str) -> bool:
 
 def bridge_problem(bridge_url: str, token: str) -> str | None:
     probe = urllib.request.Request(  # noqa: S310 (the agent's own http URL)
-        f"{bridge_url}/bridge/jobs/{uuid.uuid4()}", headers={"Authorization": f"Bearer {token}"}
+        f"{bridge_url}/bridge/jobs/{uuid.uuid4()}", headers=bearer_header(token)
     )
     try:
         with _DIRECT.open(probe, timeout=5) as response:

@@ -23,7 +23,7 @@ from typing import Any
 
 import requests
 
-from iris_runtime.bridge.protocol import NDJSON
+from iris_runtime.bridge.protocol import NDJSON, bearer_header
 from iris_runtime.errors import IrisError
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class BridgeCall:
 
 
 def _auth(call: BridgeCall) -> dict[str, str]:
-    return {"Authorization": f"Bearer {call.token}"} if call.token else {}
+    return bearer_header(call.token)
 
 
 class _Progress:

@@ -79,3 +79,9 @@ def conversation_session(conversation_key: str | None, request_id: str) -> str:
         return f"bridge-{conversation_key}"
     digest = hashlib.sha256(conversation_key.encode("utf-8")).hexdigest()[:40]
     return f"bridge-k{digest}"
+
+
+def bearer_header(token: str | None) -> dict[str, str]:
+    """The header that authenticates a caller of a bridge (none without a token: an old-style
+    agent asks for nothing, and a new one answers 401 to make the missing token plain)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}

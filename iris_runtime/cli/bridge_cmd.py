@@ -13,7 +13,7 @@ import click
 import requests
 
 from iris_runtime.agents.registry import registry_for
-from iris_runtime.bridge.protocol import validate_request_id
+from iris_runtime.bridge.protocol import bearer_header, validate_request_id
 from iris_runtime.cli.common import load_settings
 from iris_runtime.config import known_api_token
 from iris_runtime.errors import IrisError
@@ -41,7 +41,7 @@ def recover(agent: str, request_id: str, since: int, as_json: bool) -> None:
         raise click.ClickException(f"no agent named {agent!r} in agents.json")
     url = f"{entry.bridge_url.rstrip('/')}/bridge/jobs/{request_id}"
     token = entry.token or known_api_token(settings)
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = bearer_header(token)
     try:
         response = requests.get(url, params={"since": since}, headers=headers, timeout=30)
     except requests.RequestException as exc:

@@ -129,6 +129,14 @@ class ChannelShape:
     valid: re.Pattern[str] | None = None
     rule: str = ""
 
+    @classmethod
+    def prefixed(
+        cls, transport_id: str, prefix: str, *, valid: re.Pattern[str] | None, rule: str
+    ) -> ChannelShape:
+        """The usual shape: every id starting with ``prefix``, claimed in any case (on a
+        case-insensitive file system ``TG-1`` and ``tg-1`` would share a folder)."""
+        return cls(transport_id, re.compile(re.escape(prefix) + ".*", re.IGNORECASE), valid, rule)
+
     def is_valid(self, channel_id: str) -> bool:
         return self.valid is None or bool(self.valid.fullmatch(channel_id))
 

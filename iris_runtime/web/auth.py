@@ -51,7 +51,7 @@ def bearer_token(header: str) -> str | None:
     case-insensitive and may be followed by several spaces (RFC 9110 §11.4); a token has none."""
     scheme, _, rest = header.partition(" ")
     token = rest.lstrip(" ")
-    if scheme.lower() != "bearer" or not token or token != token.strip() or " " in token:
+    if scheme.lower() != "bearer" or not token or any(ch.isspace() for ch in token):
         return None
     return token
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 
 from iris_runtime.data_layout import TOP_LEVEL
 from iris_runtime.testing.server import IrisServer
+from tests.bridge.fault_tools import wait_for
 from tests.web.test_openapi import SPEC_PATH, assert_documented
 
 # (channel id, status, code, the transport the error must name)
@@ -47,15 +47,6 @@ def spec() -> dict[str, Any]:
     loaded = yaml.safe_load(SPEC_PATH.read_text(encoding="utf-8"))
     assert isinstance(loaded, dict)
     return loaded
-
-
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def assert_refused(body: dict[str, Any], channel: str, code: str, transport: str) -> None:
@@ -134,7 +125,7 @@ def test_an_event_file_for_a_channel_nobody_serves_gets_its_reason(
         written[channel] = (path, transport, reason)
     for channel, (path, transport, reason) in written.items():
         error = path.with_name(path.name + ".error")
-        wait_for(error.exists, f"{error.name}")
+        wait_for(error.exists, 15, error.name)
         text = error.read_text()
         assert transport in text and channel in text and reason in text, text
         assert path.exists(), "a refused event file stays, next to its reason"

@@ -5,7 +5,6 @@ while Telegram is off instead of being taken by the bridge."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from iris_runtime import hookimpl
@@ -34,10 +33,9 @@ def register_transports(register: Callable[..., None], settings: Settings) -> No
 @hookimpl
 def register_channel_shapes(register: Callable[[ChannelShape], None]) -> None:
     register(
-        ChannelShape(
+        ChannelShape.prefixed(
             TRANSPORT_ID,
-            # In any case: on a case-insensitive file system the folders would be one.
-            claims=re.compile(re.escape(CHANNEL_PREFIX) + ".*", re.IGNORECASE),
+            CHANNEL_PREFIX,
             valid=CHANNEL_ID,
             rule="tg-<chat id>, and Telegram chat ids are integers",
         )

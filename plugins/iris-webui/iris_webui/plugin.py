@@ -10,7 +10,6 @@ fresh link any time.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 import click
@@ -48,10 +47,9 @@ def register_channel_shapes(register: Callable[[ChannelShape], None]) -> None:
     from iris_webui.uploads import CHANNEL_ID
 
     register(
-        ChannelShape(
+        ChannelShape.prefixed(
             TRANSPORT_ID,
-            # In any case: on a case-insensitive file system the folders would be one.
-            claims=re.compile(re.escape(CHANNEL_PREFIX) + ".*", re.IGNORECASE),
+            CHANNEL_PREFIX,
             valid=CHANNEL_ID,
             rule="WEBUI-<conversation id>: 1-64 letters, digits, '_' or '-'",
         )
