@@ -95,7 +95,9 @@ class Settings:
     provider_stream_timeout_seconds: float = 120.0
     max_body_bytes: int = 25 * 1024 * 1024
     max_turns: int = 40
-    threads: int = 32
+    threads: int = 32  # server threads for short requests, beyond the held ones' below
+    max_streams: int = 1024  # open SSE streams, streamed bridge requests, Web UI sockets
+    max_waits: int = 256  # requests waiting for a model: blocking message posts, plain bridge
     sse_heartbeat_seconds: float = 15.0
     lane_main: int = 4
     lane_subagent: int = 4
@@ -156,6 +158,8 @@ class Settings:
             max_body_bytes=_env_int(env, "IRIS_MAX_BODY_BYTES", 25 * 1024 * 1024, minimum=1024),
             max_turns=_env_int(env, "IRIS_MAX_TURNS", 40, minimum=1),
             threads=_env_int(env, "IRIS_THREADS", 32, minimum=4),
+            max_streams=_env_int(env, "IRIS_MAX_STREAMS", 1024, minimum=1),
+            max_waits=_env_int(env, "IRIS_MAX_WAITS", 256, minimum=1),
             sse_heartbeat_seconds=env_float(env, "IRIS_SSE_HEARTBEAT_SECONDS", 15.0),
             lane_main=_env_int(env, "IRIS_LANE_MAIN", 4, minimum=1),
             lane_subagent=_env_int(env, "IRIS_LANE_SUBAGENT", 4, minimum=1),

@@ -17,6 +17,10 @@ class IrisError(Exception):
         if code is not None:
             self.code = code
 
+    def response_headers(self) -> dict[str, str]:
+        """HTTP headers that carry part of this error's meaning (``Retry-After``, ...)."""
+        return {}
+
 
 class ConfigError(IrisError):
     """The configuration (environment, files) is unusable."""

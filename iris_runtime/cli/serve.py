@@ -8,6 +8,7 @@ live in the process that serves requests.
 from __future__ import annotations
 
 import logging
+import resource
 import signal
 import threading
 from typing import Any
@@ -21,12 +22,35 @@ from iris_runtime.errors import ConfigError
 from iris_runtime.provision.supervisor import backoff_from
 from iris_runtime.runtime import check_selection, prepare_data_dir
 from iris_runtime.web.app import create_app
+from iris_runtime.web.capacity import THREAD_STACK_BYTES, server_threads, worker_connections
 
 log = logging.getLogger(__name__)
+
+OTHER_DESCRIPTORS = 1024
 
 
 def _runtime_of(worker: Any) -> Any:
     return getattr(getattr(worker, "wsgi", None), "runtime", None)
+
+
+def _post_fork(server: Any, worker: Any) -> None:
+    """Before the worker starts any thread: small stacks, since held requests each keep one."""
+    threading.stack_size(THREAD_STACK_BYTES)
+
+
+def raise_open_files_limit(needed: int) -> None:
+    """Every held request is a socket: lift the soft descriptor limit (often 1024) towards the
+    hard one, and say so when even the hard limit is below what the configured slots need."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    ceiling = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if soft != resource.RLIM_INFINITY and soft < ceiling:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        click.echo(
+            f"warning: the open-file limit {hard} is below the {needed} this configuration may "
+            "use; raise LimitNOFILE (or ulimit -n) or lower IRIS_MAX_STREAMS / IRIS_MAX_WAITS",
+            err=True,
+        )
 
 
 def _post_worker_init(worker: Any) -> None:
@@ -67,7 +91,8 @@ class IrisServer(BaseApplication):  # type: ignore[misc]
             "bind": binds,
             "workers": 1,
             "worker_class": "gthread",
-            "threads": s.threads,
+            "threads": server_threads(s),
+            "worker_connections": worker_connections(s),
             "timeout": 60,
             "graceful_timeout": 15,
             "keepalive": 5,
@@ -76,6 +101,7 @@ class IrisServer(BaseApplication):  # type: ignore[misc]
             "control_socket_mode": 0o600,
             "loglevel": s.log_level,
             "errorlog": "-",
+            "post_fork": _post_fork,
             "post_worker_init": _post_worker_init,
             "worker_int": _stop_runtime,
             "worker_exit": _worker_exit,
@@ -143,6 +169,8 @@ def serve(agent_name: str | None, bridge_port: int | None) -> None:
         err=True,
     )
     _announce_webui(settings)
+    # Each connection is a descriptor, plus files, pipes and sockets to models and sub-agents.
+    raise_open_files_limit(worker_connections(settings) + OTHER_DESCRIPTORS)
     IrisServer(settings).run()
 
 

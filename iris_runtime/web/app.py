@@ -16,23 +16,25 @@ from iris_runtime.runtime import Runtime
 from iris_runtime.web.api import channels, escalate, events, health, secrets, sessions
 from iris_runtime.web.auth import require_bearer_token
 from iris_runtime.web.bridge_app import create_bridge_app
+from iris_runtime.web.capacity import EXTENSION, HeldRequests
 from iris_runtime.web.dispatch import PortDispatcher, WSGIApp, not_found_app
 from iris_runtime.web.errors import install_error_handlers
 
 log = logging.getLogger(__name__)
 
 
-def _flask(name: str, runtime: Runtime) -> Flask:
+def _flask(name: str, runtime: Runtime, held: HeldRequests | None) -> Flask:
     app = Flask(name, static_folder=None)  # serves no files: nothing public by accident
     app.config["MAX_CONTENT_LENGTH"] = runtime.settings.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["iris"] = runtime
+    app.extensions[EXTENSION] = held or HeldRequests.from_settings(runtime.settings)
     install_error_handlers(app)
     return app
 
 
-def create_api_app(runtime: Runtime) -> Flask:
-    app = _flask("iris.api", runtime)
+def create_api_app(runtime: Runtime, held: HeldRequests | None = None) -> Flask:
+    app = _flask("iris.api", runtime, held)
     require_bearer_token(app, runtime.settings.api_token, registry_for(runtime.settings))
     for blueprint in (
         health.blueprint,
@@ -49,12 +51,12 @@ def create_api_app(runtime: Runtime) -> Flask:
     return app
 
 
-def create_webui_app(runtime: Runtime) -> Flask | None:
+def create_webui_app(runtime: Runtime, held: HeldRequests | None = None) -> Flask | None:
     entries = [e for e in runtime.host.blueprints() if e.surface == "webui"]
     if not entries:
         log.warning("IRIS_WEBUI_PORT is set but no Web UI plugin is installed")
         return None
-    app = _flask("iris.webui", runtime)
+    app = _flask("iris.webui", runtime, held)
     for entry in entries:
         app.register_blueprint(entry.blueprint)
     return app
@@ -62,12 +64,13 @@ def create_webui_app(runtime: Runtime) -> Flask | None:
 
 def build_dispatcher(runtime: Runtime) -> PortDispatcher:
     settings = runtime.settings
-    apps: dict[int, WSGIApp] = {settings.api_port: create_api_app(runtime)}
+    held = HeldRequests.from_settings(settings)  # one budget for every port of this process
+    apps: dict[int, WSGIApp] = {settings.api_port: create_api_app(runtime, held)}
     if settings.webui_port:
-        apps[settings.webui_port] = create_webui_app(runtime) or not_found_app
+        apps[settings.webui_port] = create_webui_app(runtime, held) or not_found_app
     if settings.bridge_port:
         apps[settings.bridge_port] = create_bridge_app(
-            bridge_service(runtime), settings.max_body_bytes
+            bridge_service(runtime), settings.max_body_bytes, held
         )
     return PortDispatcher(apps, runtime)
 

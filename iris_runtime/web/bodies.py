@@ -29,6 +29,8 @@ def json_object(
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"malformed JSON: {exc}", code="malformed_json") from None
+    except RecursionError:
+        raise InvalidInput("malformed JSON: nested too deeply", code="malformed_json") from None
     if not isinstance(body, dict):
         raise InvalidInput("the request body must be a JSON object", code="malformed_json")
     unknown = sorted(set(body) - set(required) - set(optional))

@@ -30,6 +30,14 @@ from iris_runtime.bridge.service import BridgeService
 from iris_runtime.errors import InvalidInput
 from iris_runtime.web.auth import bearer_token, token_matches
 from iris_runtime.web.bodies import json_object
+from iris_runtime.web.capacity import (
+    EXTENSION,
+    STREAMS,
+    WAITS,
+    HeldRequests,
+    held_until_closed,
+    hold,
+)
 from iris_runtime.web.errors import error_response, install_error_handlers
 
 log = logging.getLogger(__name__)
@@ -78,15 +86,25 @@ def _wait_for_end(job: Job) -> Event:
 @blueprint.post("/bridge")
 def bridge() -> Response:
     service = _service()
-    job = service.handle(parse_request(json_object(optional=REQUEST_FIELDS, ignore_unknown=True)))
-    if NDJSON in request.headers.get("Accept", ""):
+    parsed = parse_request(json_object(optional=REQUEST_FIELDS, ignore_unknown=True))
+    streamed = NDJSON in request.headers.get("Accept", "")
+    slot = hold(STREAMS if streamed else WAITS)  # 503 at the limit, before any job exists
+    try:
+        job = service.handle(parsed)
+    except BaseException:
+        slot.release()
+        raise
+    if streamed:
         response = Response(
             _stream(job, service.settings.bridge_heartbeat_seconds), mimetype=NDJSON
         )
         response.headers["Cache-Control"] = "no-cache"
         response.headers["X-Accel-Buffering"] = "no"
-        return response
-    end = _wait_for_end(job)
+        return held_until_closed(response, slot)
+    try:
+        end = _wait_for_end(job)
+    finally:
+        slot.release()
     if end["type"] == "error":
         status = ERROR_STATUS.get(end.get("code", ""), 500)
         return error_response(end["error"], end["code"], status, requestId=job.request_id)
@@ -128,11 +146,14 @@ def _authenticated() -> Response | None:
     )
 
 
-def create_bridge_app(service: BridgeService, max_body_bytes: int) -> Flask:
+def create_bridge_app(
+    service: BridgeService, max_body_bytes: int, held: HeldRequests | None = None
+) -> Flask:
     app = Flask("iris.bridge", static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["iris_bridge"] = service
+    app.extensions[EXTENSION] = held or HeldRequests.from_settings(service.settings)
     install_error_handlers(app)
     app.before_request(_only_the_bridge)
     app.before_request(_authenticated)

@@ -33,7 +33,9 @@ def protocol_headers(exc: HTTPException) -> list[tuple[str, str]]:
 def install_error_handlers(app: Flask) -> None:
     @app.errorhandler(IrisError)
     def _iris_error(exc: IrisError) -> Response:
-        return error_response(exc.message, exc.code, exc.status)
+        response = error_response(exc.message, exc.code, exc.status)
+        response.headers.update(exc.response_headers())
+        return response
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Response:

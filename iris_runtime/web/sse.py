@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from flask import Response
 
 from iris_runtime.engine.observers import ObserverEvent, ObserverHub
+from iris_runtime.web.capacity import STREAMS, held_until_closed, hold
 
 MAX_PENDING_EVENTS = 1000
 
@@ -32,7 +33,12 @@ def observer_stream(hub: ObserverHub, channel: str, heartbeat_seconds: float) ->
         with contextlib.suppress(queue.Full):
             pending.put_nowait(event)
 
-    token = hub.register(channel, deliver)  # raises TooManyObservers → 429
+    slot = hold(STREAMS)  # 503 when every stream slot is taken
+    try:
+        token = hub.register(channel, deliver)  # raises TooManyObservers → 429
+    except BaseException:
+        slot.release()
+        raise
 
     def events() -> Iterator[str]:
         yield ": connected\n\n"
@@ -50,4 +56,4 @@ def observer_stream(hub: ObserverHub, channel: str, heartbeat_seconds: float) ->
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"
     response.call_on_close(lambda: hub.unregister(channel, token))
-    return response
+    return held_until_closed(response, slot)

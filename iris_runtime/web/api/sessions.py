@@ -15,6 +15,7 @@ from iris_runtime.engine.usage import total, usage_to_json
 from iris_runtime.runtime import Runtime
 from iris_runtime.web.api.attachments import resolve_handles, save_upload
 from iris_runtime.web.bodies import json_object, string_field
+from iris_runtime.web.capacity import WAITS, hold
 from iris_runtime.web.errors import error_response
 from iris_runtime.web.sse import observer_stream
 
@@ -43,8 +44,12 @@ def send_message(session_id: str) -> Response:
     user = string_field(body, "user") if "user" in body else "api"
     attachments = resolve_handles(runtime.settings.data_dir, channel, body.get("attachments", []))
     event = TransportEvent(channel=channel, text=text, user=user, attachments=attachments)
-    ticket = runtime.engine.transports.session_owner(channel).inject_session_message(event)
-    result = ticket.wait()
+    slot = hold(WAITS)  # 503 at the limit, before the message reaches the conversation
+    try:
+        ticket = runtime.engine.transports.session_owner(channel).inject_session_message(event)
+        result = ticket.wait()
+    finally:
+        slot.release()
     payload = {
         "text": result.text,
         "status": result.status,

@@ -13,12 +13,11 @@ reader's.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -141,7 +140,6 @@ class Hub:
         self._lock = threading.Lock()
         self._by_channel: dict[str, set[Client]] = {}
         self._closed = False
-        self._waiting = 0
 
     def add(self, client: Client) -> bool:
         with self._lock:
@@ -165,23 +163,12 @@ class Hub:
             client.send(frame)
         return len(clients)
 
-    @contextlib.contextmanager
-    def waiting(self) -> Iterator[None]:
-        """A socket not added yet (it has still to say hello) that already holds a thread."""
-        with self._lock:
-            self._waiting += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._waiting -= 1
-
     def count(self, channel: str | None = None) -> int:
-        """Open sockets (on ``channel``); overall, those still saying hello too."""
+        """Open sockets (on ``channel``)."""
         with self._lock:
             if channel is not None:
                 return len(self._by_channel.get(channel, ()))
-            return self._waiting + sum(len(c) for c in self._by_channel.values())
+            return sum(len(c) for c in self._by_channel.values())
 
     def close_login(
         self, login: str, code: int = POLICY_VIOLATION, reason: str = "signed out"

@@ -33,6 +33,7 @@ from flask import (
     Flask,
     Response,
     current_app,
+    g,
     jsonify,
     redirect,
     request,
@@ -45,6 +46,7 @@ from flask_sock import Sock  # type: ignore[import-untyped]
 from iris_runtime.agents.registry import registry_for
 from iris_runtime.engine.channels import resolve_channel_dir
 from iris_runtime.errors import EngineStopping, IrisError, NotFound
+from iris_runtime.web.capacity import STREAMS, hold
 from iris_runtime.web.errors import error_response
 from iris_webui.auth import COOKIE_NAME, SESSION_TTL, consume_login_key, session_digest
 from iris_webui.history import conversation, list_sessions
@@ -60,7 +62,6 @@ MAX_TEXT_CHARS = 32 * 1024
 MAX_FILES_PER_MESSAGE = 20
 MAX_AGENT_CHARS = 64  # agent names are at most 63; a longer ?agent= is unknown anyway
 HARD_FRAME_LIMIT = 1024 * 1024  # simple-websocket drops the connection itself beyond this
-RESERVED_THREADS = 8  # gunicorn threads never taken by sockets (pages, API, uploads)
 PING_SECONDS = 25.0  # keeps idle sockets alive through proxies and finds dead browsers
 HELLO_SECONDS = 10.0  # for a new socket's first frame, the hello with the page key
 PAGE_KEY_HEADER = "X-Iris-Page-Key"
@@ -189,17 +190,18 @@ def _guard_websocket() -> Response | None:
         _existing(request.args.get("session", ""))
     except IrisError as exc:
         return error_response(exc.message, exc.code, exc.status)
-    transport = _transport()
-    # Each open socket holds one of gunicorn's threads for as long as it is open: keep a few
-    # for pages and the API, or a pile of tabs would leave no thread to serve anything else.
-    limit = max(1, transport.engine.settings.threads - RESERVED_THREADS)
-    if transport.hub.count() >= limit:
-        return error_response(
-            f"too many open Web UI sockets ({limit}); close a tab or raise IRIS_THREADS",
-            "too_many_sockets",
-            503,
-        )
+    # Each open socket holds a server thread for its whole life: it takes one of the process's
+    # stream slots (503 with Retry-After when none is left), given back when the socket's request
+    # ends, so pages, the API and /health always keep threads of their own.
+    g.iris_stream_slot = hold(STREAMS)
     return None
+
+
+@blueprint.teardown_app_request
+def _release_stream_slot(_exc: BaseException | None) -> None:
+    slot = g.pop("iris_stream_slot", None)
+    if slot is not None:
+        slot.release()
 
 
 # -- pages ---------------------------------------------------------------------------------------
@@ -417,9 +419,8 @@ def websocket(ws: Any) -> None:
     transport = _transport()
     session = request.args["session"]
     agent = (request.args.get("agent") or "").strip().lower()[:MAX_AGENT_CHARS] or None
-    with transport.hub.waiting():  # counted against the socket cap while it says hello
-        if not _hello(ws):
-            return
+    if not _hello(ws):
+        return
     client = Client(ws, channel_of(session), agent, session_digest(_session_cookie() or ""))
     if not transport.hub.add(client):
         ws.close(reason=1001, message="Iris is restarting")

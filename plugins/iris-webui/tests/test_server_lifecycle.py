@@ -32,10 +32,10 @@ def test_sessions_survive_a_restart_and_sockets_are_closed_on_shutdown(
     assert again.recv()["type"] == "ready"
 
 
-def test_sockets_beyond_the_thread_budget_are_refused_not_hung(
+def test_sockets_beyond_the_stream_slots_are_refused_not_hung(
     start_web_iris: Callable[..., WebIris],
 ) -> None:
-    web = start_web_iris(IRIS_THREADS="10")  # 10 threads, 8 kept for pages: 2 sockets
+    web = start_web_iris(IRIS_MAX_STREAMS="2")  # two sockets; pages keep threads of their own
     http = web.login()
     session = web.new_session(http)
     for _ in range(2):
@@ -43,6 +43,7 @@ def test_sockets_beyond_the_thread_budget_are_refused_not_hung(
     with pytest.raises(websocket.WebSocketBadStatusException) as refused:
         web.connect(http, session)
     assert refused.value.status_code == 503
+    assert refused.value.resp_headers["retry-after"] == "5"
     assert http.get(f"{web.url}/api/sessions", timeout=30).status_code == 200  # still served
     web.sockets[0].close()
     web.sockets.pop(0)

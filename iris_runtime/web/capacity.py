@@ -1,0 +1,147 @@
+"""Held requests: how many may keep a server thread for long, so short ones always find one.
+
+Under gunicorn's gthread worker a request occupies one pool thread until its response ends.
+Most requests end in milliseconds, but two kinds are *held* for as long as something is going on:
+
+- ``streams``: a session's SSE stream, a streamed ``POST /bridge`` (NDJSON), a Web UI socket;
+- ``waits``: a blocking ``POST /sessions/<id>/message`` and a plain ``POST /bridge``, which wait
+  for a model.
+
+Each kind has a fixed number of slots (``IRIS_MAX_STREAMS``, ``IRIS_MAX_WAITS``) and the pool has
+``IRIS_THREADS`` threads more than all slots together (see :func:`server_threads`), so however
+many streams are open, ``/health``, the API and the pages keep that many threads of their own.
+A request over its kind's limit is answered ``503`` with ``Retry-After`` at once, before it
+creates anything, instead of queueing silently behind the held ones.
+
+Why threads and not an event loop for held connections: an idle thread costs about 18 kB of
+resident memory and no CPU while it waits (measured with 1,000 threads), so 1,000 held streams
+cost less than 20 MB and keep one simple threading model for the engine, the SSE and bridge
+generators and the Web UI's sockets. Stacks are 1 MiB (:data:`THREAD_STACK_BYTES`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+
+from flask import Response, current_app
+
+from iris_runtime.config import Settings
+from iris_runtime.errors import IrisError
+
+log = logging.getLogger(__name__)
+
+STREAMS = "streams"
+WAITS = "waits"
+RETRY_AFTER_SECONDS = 5
+# C code that recurses (the JSON scanner, the parser) needs more than 256 kB at Python's default
+# recursion limit (measured: it overflows there and fits in 512 kB); 1 MiB leaves room. A smaller
+# stack saves address space only, not resident memory, so there is nothing to win below that.
+THREAD_STACK_BYTES = 1024 * 1024
+# Connections gunicorn keeps beyond its threads: idle keep-alive clients wait in its poller.
+KEEPALIVE_CONNECTIONS = 1024
+_WARN_EVERY_SECONDS = 10.0
+
+_VARIABLES = {STREAMS: "IRIS_MAX_STREAMS", WAITS: "IRIS_MAX_WAITS"}
+
+
+def server_threads(settings: Settings) -> int:
+    """gunicorn's thread count: every held slot plus ``IRIS_THREADS`` for everything else."""
+    return settings.threads + settings.max_streams + settings.max_waits
+
+
+def worker_connections(settings: Settings) -> int:
+    return server_threads(settings) + KEEPALIVE_CONNECTIONS
+
+
+class AtCapacity(IrisError):
+    code = "at_capacity"
+    status = 503
+
+    def __init__(self, kind: str, limit: int) -> None:
+        super().__init__(
+            f"Iris is at its limit of {limit} open {kind} ({_VARIABLES.get(kind, kind)}); "
+            f"retry in {RETRY_AFTER_SECONDS}s"
+        )
+        self.retry_after = RETRY_AFTER_SECONDS
+
+    def response_headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
+
+class Slot:
+    """One held request's place; :meth:`release` is idempotent (a response may close twice)."""
+
+    def __init__(self, budget: HeldRequests, kind: str) -> None:
+        self._budget = budget
+        self._kind = kind
+        self._released = False
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._budget.give_back(self._kind)
+
+
+class HeldRequests:
+    """Counts the held requests of each kind against its limit. Thread-safe; never blocks."""
+
+    def __init__(self, limits: Mapping[str, int]) -> None:
+        self._limits = dict(limits)
+        self._held = dict.fromkeys(self._limits, 0)
+        self._lock = threading.Lock()
+        self._warned_at = dict.fromkeys(self._limits, -_WARN_EVERY_SECONDS)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> HeldRequests:
+        return cls({STREAMS: settings.max_streams, WAITS: settings.max_waits})
+
+    def hold(self, kind: str) -> Slot:
+        """A slot of ``kind``, or :class:`AtCapacity` when all are taken."""
+        with self._lock:
+            limit = self._limits[kind]
+            if self._held[kind] >= limit:
+                self._warn(kind, limit)
+                raise AtCapacity(kind, limit)
+            self._held[kind] += 1
+        return Slot(self, kind)
+
+    def give_back(self, kind: str) -> None:
+        with self._lock:
+            self._held[kind] = max(0, self._held[kind] - 1)
+
+    def in_use(self, kind: str) -> int:
+        with self._lock:
+            return self._held[kind]
+
+    def limit(self, kind: str) -> int:
+        return self._limits[kind]
+
+    def _warn(self, kind: str, limit: int) -> None:
+        """Once per interval, not once per refused request: a full server refuses many."""
+        now = time.monotonic()
+        if now - self._warned_at[kind] >= _WARN_EVERY_SECONDS:
+            self._warned_at[kind] = now
+            log.warning(
+                "refusing new %s with 503: all %d are open (raise %s to allow more)",
+                kind,
+                limit,
+                _VARIABLES.get(kind, kind),
+            )
+
+
+EXTENSION = "iris_held_requests"
+
+
+def hold(kind: str) -> Slot:
+    """A slot of ``kind`` from the serving app's budget (shared by every port)."""
+    budget: HeldRequests = current_app.extensions[EXTENSION]
+    return budget.hold(kind)
+
+
+def held_until_closed(response: Response, slot: Slot) -> Response:
+    """Keep ``slot`` until the streamed ``response`` is closed (client gone, stream ended)."""
+    response.call_on_close(slot.release)
+    return response
