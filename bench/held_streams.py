@@ -208,6 +208,7 @@ class Results:
 
 async def run(args: argparse.Namespace, server: Server) -> Results:
     loop = asyncio.get_running_loop()
+    message_turns(server, 3, "warm-up")  # first turns load what later ones reuse
     with HealthSampler(server.api) as idle_health:
         idle_turns = message_turns(server, 5, "probe-idle")
         cpu0 = worker_cpu_s(server.master)

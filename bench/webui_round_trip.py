@@ -27,13 +27,8 @@ Figures:
   ``hold_idle_rss_mb`` (master + worker VmRSS before the sockets open, after a warm-up) and
   ``hold_rss_mb`` (peak while all are open, sampled every 50 ms) with the echo's as baselines;
   ``hold_rss_per_session_kb`` = (peak - idle) / sessions.
-* Thread limit probe (skip with ``--no-probe``): an Iris with the default ``IRIS_THREADS`` (32)
-  gets 32 + 8 sockets (``--probe-extra``): ``probe_sockets_ready`` counts those that got their
-  ``ready`` frame within 3 s (baseline: the thread count) and ``probe_health_ok`` is 1 if
-  ``GET /health`` on the API port still answered within 3 s while they were open (baseline 1).
-  Under gunicorn gthread every open WebSocket holds a worker thread for its whole life; once
-  all threads are held, new sockets and every HTTP request on every port (API, bridge, Web UI)
-  wait until one closes. This probe documents that limit; it does not fail the bench.
+* Many open tabs against the server's limits: see ``held_streams`` (Web UI sockets take stream
+  slots, ``IRIS_MAX_STREAMS``, not ``IRIS_THREADS``).
 
 Target: none fixed; the round-trip ratio is reported, the hold phase must serve every session.
 """
@@ -81,7 +76,6 @@ COOKIE = "iris_webui"
 PASSWORD = "bench-webui-password"  # a throwaway for a temporary server, passed by environment
 KEY_RE = re.compile(r"/login\?key=([A-Za-z0-9_.~%-]+)")
 DEFAULT_THREADS = 32  # IRIS_THREADS' default
-PROBE_TIMEOUT_S = 3.0
 
 WS_ECHO_APP = '''\
 """Bare flask-sock echo app: the baseline for the Web UI benchmark."""
@@ -424,39 +418,6 @@ def hold_sessions(target: Target, sessions: int, timeout: float) -> Hold:
     return result
 
 
-# --- thread limit probe -------------------------------------------------------------------
-
-
-def probe_thread_limit(target: Target, threads: int, extra: int, api_url: str) -> tuple[int, bool]:
-    """Open ``threads + extra`` sockets at once (each with a short timeout), count those that got
-    ``ready``, then check ``GET /health`` on the API port while they are still open."""
-    ids = new_sessions(target, threads + extra)
-    held: list[websocket.WebSocket] = []
-    lock = threading.Lock()
-
-    def open_one(session: str) -> None:
-        with contextlib.suppress(websocket.WebSocketException, OSError, RuntimeError):
-            ws = connect(target, session, timeout=PROBE_TIMEOUT_S)
-            with lock:
-                held.append(ws)
-
-    openers = [threading.Thread(target=open_one, args=(s,), daemon=True) for s in ids]
-    try:
-        for opener in openers:
-            opener.start()
-        for opener in openers:
-            opener.join()
-        try:
-            answer = requests.get(f"{api_url}/health", timeout=PROBE_TIMEOUT_S)
-            health_ok = answer.status_code == 200
-        except requests.RequestException:
-            health_ok = False
-    finally:
-        for ws in held:
-            ws.close()
-    return len(held), health_ok
-
-
 # --- main ---------------------------------------------------------------------------------
 
 
@@ -472,21 +433,10 @@ def main() -> int:
     parser.add_argument(
         "--hold-timeout", type=float, default=60.0, help="seconds per hold step [60]"
     )
-    parser.add_argument("--no-probe", action="store_true", help="skip the thread limit probe")
-    parser.add_argument(
-        "--probe-extra", type=int, default=8, help="sockets beyond the threads to probe [8]"
-    )
     args = parser.parse_args()
     handle_sigterm()
     if args.messages < 2 or args.sessions < 1 or args.warmup < 0:
         parser.error("need --messages >= 2, --sessions >= 1, --warmup >= 0")
-    if args.hold_threads < args.sessions + 8:
-        print(
-            f"warning: --hold-threads {args.hold_threads} < --sessions {args.sessions} + 8: "
-            "each open socket holds a gunicorn thread, so sockets (and every HTTP request) "
-            "will wait for one",
-            file=sys.stderr,
-        )
 
     failed = False
     latencies: dict[str, list[float]] = {"echo": [], "iris": [], "ping": []}
@@ -528,20 +478,6 @@ def main() -> int:
                 print(f"{kind} hold errors (first 3): {hold.errors[:3]}", file=sys.stderr)
                 failed = True
 
-        # 3. What the default thread count does to many open tabs.
-        probe: tuple[int, bool] | None = None
-        if not args.no_probe:
-            with running_webui(workdir, threads=DEFAULT_THREADS) as iris:
-                probe = probe_thread_limit(
-                    iris, DEFAULT_THREADS, args.probe_extra, iris.server.base_url
-                )
-            print(
-                f"probe: IRIS_THREADS={DEFAULT_THREADS}, {DEFAULT_THREADS + args.probe_extra} "
-                f"sockets: {probe[0]} got ready within {PROBE_TIMEOUT_S:.0f} s; "
-                f"/health {'answered' if probe[1] else 'did NOT answer'} while they were open",
-                file=sys.stderr,
-            )
-
     for name, kind in (("round_trip", "iris"), ("ping", "ping")):
         for pct in (50.0, 99.0):
             value = percentile(latencies[kind], pct)
@@ -581,16 +517,6 @@ def main() -> int:
         per["echo"],
         ratio(per["iris"], per["echo"]),
     )
-    if probe is not None:
-        emit(
-            BENCH,
-            "probe_sockets_ready",
-            probe[0],
-            "sockets",
-            DEFAULT_THREADS,
-            ratio(probe[0], DEFAULT_THREADS),
-        )
-        emit(BENCH, "probe_health_ok", float(probe[1]), "bool", 1.0, ratio(float(probe[1]), 1.0))
     return 1 if failed else 0
 
 
