@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 10.0
 POLL_INTERVAL = 0.5
 MAX_POLL_INTERVAL = 5.0
+MAX_CAPACITY_WAIT = 30.0  # a Retry-After longer than this is waited in several steps
 
 
 class BridgeError(IrisError):
@@ -225,13 +226,7 @@ def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None)
     http = session or requests.Session()
     progress = _Progress(call, request_id)
     try:
-        response = http.post(
-            f"{call.bridge_url.rstrip('/')}/bridge",
-            json=body,
-            headers={"Accept": NDJSON, **_auth(call)},
-            stream=True,
-            timeout=(CONNECT_TIMEOUT, call.idle_timeout),
-        )
+        response = _post_until_admitted(http, body, progress)
     except requests.ConnectionError as exc:
         raise BridgeError(
             f"{call.agent} is unreachable at {call.bridge_url}: {exc}",
@@ -266,6 +261,45 @@ def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None)
     if progress.aborted():
         return BridgeReply("", request_id, "aborted")
     return _poll(http, request_id, progress)
+
+
+def _post_until_admitted(
+    http: requests.Session, body: dict[str, Any], progress: _Progress
+) -> requests.Response:
+    """``POST /bridge``, sent again while the agent answers ``503 at_capacity``: that refusal
+    comes before any job exists, so the same request (same id) can be repeated without ever
+    running twice. Waits as long as ``Retry-After`` says, within the idle timeout, and says so."""
+    call = progress.call
+    while True:
+        response = http.post(
+            f"{call.bridge_url.rstrip('/')}/bridge",
+            json=body,
+            headers={"Accept": NDJSON, **_auth(call)},
+            stream=True,
+            timeout=(CONNECT_TIMEOUT, call.idle_timeout),
+        )
+        wait = _retry_after_capacity(response)
+        if wait is None or progress.aborted() or progress.expired():
+            return response
+        response.close()
+        if call.on_status is not None:
+            call.on_status(
+                f"{call.agent} is busy (all its streams are open); retrying in {wait:g}s"
+            )
+        if (call.abort or threading.Event()).wait(wait):
+            return response  # stopped meanwhile: the closed 503 is reported as it was
+
+
+def _retry_after_capacity(response: requests.Response) -> float | None:
+    """Seconds to wait when ``response`` is the agent's ``503 at_capacity``, else None."""
+    if response.status_code != 503:
+        return None
+    try:
+        code = response.json().get("code")
+        seconds = float(response.headers.get("Retry-After", ""))
+    except (ValueError, AttributeError):
+        return None
+    return min(max(seconds, 0.5), MAX_CAPACITY_WAIT) if code == "at_capacity" else None
 
 
 def _plain_reply(body: dict[str, Any], request_id: str) -> BridgeReply:

@@ -62,7 +62,7 @@ class AtCapacity(IrisError):
 
     def __init__(self, kind: str, limit: int) -> None:
         super().__init__(
-            f"Iris is at its limit of {limit} open {kind} ({_VARIABLES.get(kind, kind)}); "
+            f"all {limit} {kind} slots are taken ({_VARIABLES.get(kind, kind)}); "
             f"retry in {RETRY_AFTER_SECONDS}s"
         )
         self.retry_after = RETRY_AFTER_SECONDS

@@ -1,0 +1,57 @@
+"""A sub-agent at its stream limit answers 503 at_capacity before any job exists, so Iris waits
+as it says (Retry-After) and sends the same request again: the message is delivered once, late,
+never lost, and the conversation shows why it is waiting."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import requests
+
+from iris_runtime.testing.server import IrisServer
+from iris_runtime.testing.subagent import NDJSON, SubAgent
+from tests.bridge.conftest import register
+from tests.web.conftest import SSEReader, in_background
+
+StartSub = Callable[..., SubAgent]
+StartIris = Callable[..., IrisServer]
+RULES = [{"when": "occupy", "turns": [[{"sleep": 60}]]}]
+
+
+def test_iris_retries_an_agent_at_capacity_and_delivers_once(
+    start_subagent: StartSub, start_iris: StartIris, tmp_path: Path
+) -> None:
+    sub = start_subagent(rules=RULES, IRIS_MAX_STREAMS="1")
+    iris = start_iris(IRIS_PROVIDER="scripted", IRIS_SCRIPT_FILE=str(tmp_path / "none.json"))
+    register(iris, "helper", sub.bridge_url, token=sub.token)
+    occupying = requests.post(
+        f"{sub.bridge_url}/bridge",
+        json={"text": "occupy the only stream", "conversationKey": "other"},
+        headers={"Accept": NDJSON, **sub.auth},
+        stream=True,
+        timeout=30,
+    )
+    assert occupying.status_code == 200
+
+    watch = SSEReader(iris, "c1")
+    pending = in_background(
+        lambda: iris.post("/sessions/c1/message", json_body={"text": "@helper hello there"})
+    )
+    watch.wait_for(
+        lambda evs: any("busy" in str(e.get("text", "")) for e in evs if e["event"] == "status")
+    )
+    occupying.close()  # the agent notices at its next heartbeat and frees the slot
+
+    reply = pending(60)
+    assert reply.status == 200, reply.body
+    assert reply.json()["text"] == "echo: hello there"
+    said = [
+        entry
+        for log in sub.server.data_dir.glob("*/log.jsonl")
+        for entry in map(json.loads, log.read_text().splitlines())
+        if entry.get("role") == "user" and "hello there" in entry.get("text", "")
+    ]
+    assert len(said) == 1  # the agent ran it once: the refused attempts created nothing
+    watch.close()
