@@ -6,6 +6,7 @@ imports no Flask so the engine and the CLI can use it freely.
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 from collections.abc import Mapping
@@ -46,8 +47,8 @@ def env_float(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"{name} must be positive, got {value}")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name} must be a positive number, got {raw!r}")
     return value
 
 
@@ -99,6 +100,7 @@ class Settings:
     max_streams: int = 1024  # open SSE streams, streamed bridge requests, Web UI sockets
     max_waits: int = 256  # requests waiting for a model: blocking message posts, plain bridge
     sse_heartbeat_seconds: float = 15.0
+    io_timeout_seconds: float = 30.0  # a connection where no byte moves this long is closed
     lane_main: int = 4
     lane_subagent: int = 4
     lane_events: int = 2
@@ -161,6 +163,7 @@ class Settings:
             max_streams=_env_int(env, "IRIS_MAX_STREAMS", 1024, minimum=1),
             max_waits=_env_int(env, "IRIS_MAX_WAITS", 256, minimum=1),
             sse_heartbeat_seconds=env_float(env, "IRIS_SSE_HEARTBEAT_SECONDS", 15.0),
+            io_timeout_seconds=env_float(env, "IRIS_IO_TIMEOUT_SECONDS", 30.0),
             lane_main=_env_int(env, "IRIS_LANE_MAIN", 4, minimum=1),
             lane_subagent=_env_int(env, "IRIS_LANE_SUBAGENT", 4, minimum=1),
             lane_events=_env_int(env, "IRIS_LANE_EVENTS", 2, minimum=1),

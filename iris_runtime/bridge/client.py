@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import threading
 import time
 import uuid
@@ -31,7 +32,9 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT = 10.0
 POLL_INTERVAL = 0.5
 MAX_POLL_INTERVAL = 5.0
-MAX_CAPACITY_WAIT = 30.0  # a Retry-After longer than this is waited in several steps
+# Bounds on an agent's Retry-After: not a busy loop, and a look again at least this often.
+MIN_CAPACITY_WAIT = 0.5
+MAX_CAPACITY_WAIT = 30.0
 
 
 class BridgeError(IrisError):
@@ -226,7 +229,7 @@ def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None)
     http = session or requests.Session()
     progress = _Progress(call, request_id)
     try:
-        response = _post_until_admitted(http, body, progress)
+        admitted = _post_until_admitted(http, body, progress)
     except requests.ConnectionError as exc:
         raise BridgeError(
             f"{call.agent} is unreachable at {call.bridge_url}: {exc}",
@@ -235,6 +238,9 @@ def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None)
         ) from None
     except requests.Timeout:
         return _poll(http, request_id, progress)  # sent, but no answer yet: the log knows
+    if admitted is None:  # stopped while the agent was busy: nothing was sent
+        return BridgeReply("", request_id, "aborted")
+    response = admitted
     with response, _closed_on_abort(response, call.abort):
         kind = response.headers.get("Content-Type", "")
         if response.status_code != 200:
@@ -265,10 +271,11 @@ def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None)
 
 def _post_until_admitted(
     http: requests.Session, body: dict[str, Any], progress: _Progress
-) -> requests.Response:
+) -> requests.Response | None:
     """``POST /bridge``, sent again while the agent answers ``503 at_capacity``: that refusal
     comes before any job exists, so the same request (same id) can be repeated without ever
-    running twice. Waits as long as ``Retry-After`` says, within the idle timeout, and says so."""
+    running twice. Waits as ``Retry-After`` says, within the idle timeout, and says so; None
+    when the caller stopped meanwhile."""
     call = progress.call
     while True:
         response = http.post(
@@ -279,15 +286,25 @@ def _post_until_admitted(
             timeout=(CONNECT_TIMEOUT, call.idle_timeout),
         )
         wait = _retry_after_capacity(response)
-        if wait is None or progress.aborted() or progress.expired():
+        if wait is None:
+            progress.alive()  # admitted: the idle timeout counts from here
             return response
         response.close()
+        left = call.idle_timeout - (time.monotonic() - progress.last_event)
+        if left <= 0 or progress.past_deadline():
+            raise BridgeError(
+                f"{call.agent} stayed busy for {call.idle_timeout:.0f}s (all its streams are "
+                f"open, IRIS_MAX_STREAMS); request {progress.request_id} was not sent",
+                code="at_capacity",
+                request_id=progress.request_id,
+            )
+        wait = min(wait, left)
         if call.on_status is not None:
             call.on_status(
-                f"{call.agent} is busy (all its streams are open); retrying in {wait:g}s"
+                f"{call.agent} is busy (all its streams are open); retrying in {wait:.0f}s"
             )
         if (call.abort or threading.Event()).wait(wait):
-            return response  # stopped meanwhile: the closed 503 is reported as it was
+            return None
 
 
 def _retry_after_capacity(response: requests.Response) -> float | None:
@@ -299,7 +316,9 @@ def _retry_after_capacity(response: requests.Response) -> float | None:
         seconds = float(response.headers.get("Retry-After", ""))
     except (ValueError, AttributeError):
         return None
-    return min(max(seconds, 0.5), MAX_CAPACITY_WAIT) if code == "at_capacity" else None
+    if code != "at_capacity" or not math.isfinite(seconds):
+        return None
+    return min(max(seconds, MIN_CAPACITY_WAIT), MAX_CAPACITY_WAIT)
 
 
 def _plain_reply(body: dict[str, Any], request_id: str) -> BridgeReply:

@@ -101,10 +101,8 @@ def bridge() -> Response:
         response.headers["Cache-Control"] = "no-cache"
         response.headers["X-Accel-Buffering"] = "no"
         return held_until_closed(response, slot)
-    try:
+    with slot:
         end = _wait_for_end(job)
-    finally:
-        slot.release()
     if end["type"] == "error":
         status = ERROR_STATUS.get(end.get("code", ""), 500)
         return error_response(end["error"], end["code"], status, requestId=job.request_id)

@@ -40,11 +40,13 @@ RETRY_AFTER_SECONDS = 5
 # recursion limit (measured: it overflows there and fits in 512 kB); 1 MiB leaves room. A smaller
 # stack saves address space only, not resident memory, so there is nothing to win below that.
 THREAD_STACK_BYTES = 1024 * 1024
-# Connections gunicorn keeps beyond its threads: idle keep-alive clients wait in its poller.
-KEEPALIVE_CONNECTIONS = 1024
+# Connections gunicorn keeps beyond its threads: kept-alive clients and ones still sending their
+# request wait in its poller. Past the total it stops accepting, so leave plenty.
+SPARE_CONNECTIONS = 4096
 _WARN_EVERY_SECONDS = 10.0
 
 _VARIABLES = {STREAMS: "IRIS_MAX_STREAMS", WAITS: "IRIS_MAX_WAITS"}
+_SINGULAR = {STREAMS: "stream", WAITS: "wait"}
 
 
 def server_threads(settings: Settings) -> int:
@@ -53,7 +55,7 @@ def server_threads(settings: Settings) -> int:
 
 
 def worker_connections(settings: Settings) -> int:
-    return server_threads(settings) + KEEPALIVE_CONNECTIONS
+    return server_threads(settings) + SPARE_CONNECTIONS
 
 
 class AtCapacity(IrisError):
@@ -62,7 +64,8 @@ class AtCapacity(IrisError):
 
     def __init__(self, kind: str, limit: int) -> None:
         super().__init__(
-            f"all {limit} {kind} slots are taken ({_VARIABLES.get(kind, kind)}); "
+            f"all {limit} {_SINGULAR.get(kind, kind)} slots are taken "
+            f"({_VARIABLES.get(kind, kind)}); "
             f"retry in {RETRY_AFTER_SECONDS}s"
         )
         self.retry_after = RETRY_AFTER_SECONDS
@@ -72,7 +75,8 @@ class AtCapacity(IrisError):
 
 
 class Slot:
-    """One held request's place; :meth:`release` is idempotent (a response may close twice)."""
+    """One held request's place; :meth:`release` is idempotent (a response may close twice).
+    As a context manager it is released on the way out (for waits, which end in the view)."""
 
     def __init__(self, budget: HeldRequests, kind: str) -> None:
         self._budget = budget
@@ -83,6 +87,12 @@ class Slot:
         if not self._released:
             self._released = True
             self._budget.give_back(self._kind)
+
+    def __enter__(self) -> Slot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class HeldRequests:
@@ -102,28 +112,31 @@ class HeldRequests:
         """A slot of ``kind``, or :class:`AtCapacity` when all are taken."""
         with self._lock:
             limit = self._limits[kind]
-            if self._held[kind] >= limit:
-                self._warn(kind, limit)
-                raise AtCapacity(kind, limit)
-            self._held[kind] += 1
+            full = self._held[kind] >= limit
+            if not full:
+                self._held[kind] += 1
+        if full:
+            self._warn(kind, limit)  # outside the lock: a slow log must not hold up releases
+            raise AtCapacity(kind, limit)
         return Slot(self, kind)
 
     def give_back(self, kind: str) -> None:
         with self._lock:
             self._held[kind] = max(0, self._held[kind] - 1)
 
-    def in_use(self, kind: str) -> int:
+    def in_use(self) -> dict[str, tuple[int, int]]:
+        """Held and limit, by kind (``GET /health`` shows them)."""
         with self._lock:
-            return self._held[kind]
-
-    def limit(self, kind: str) -> int:
-        return self._limits[kind]
+            return {kind: (self._held[kind], self._limits[kind]) for kind in self._limits}
 
     def _warn(self, kind: str, limit: int) -> None:
         """Once per interval, not once per refused request: a full server refuses many."""
         now = time.monotonic()
-        if now - self._warned_at[kind] >= _WARN_EVERY_SECONDS:
-            self._warned_at[kind] = now
+        with self._lock:
+            due = now - self._warned_at[kind] >= _WARN_EVERY_SECONDS
+            if due:
+                self._warned_at[kind] = now
+        if due:
             log.warning(
                 "refusing new %s with 503: all %d are open (raise %s to allow more)",
                 kind,

@@ -55,5 +55,6 @@ def observer_stream(hub: ObserverHub, channel: str, heartbeat_seconds: float) ->
     response = Response(events(), mimetype="text/event-stream")
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"
+    held_until_closed(response, slot)  # first: it must run even if unregistering fails
     response.call_on_close(lambda: hub.unregister(channel, token))
-    return held_until_closed(response, slot)
+    return response

@@ -21,13 +21,13 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 SLOW = [{"when": "slow", "turns": [[{"thinking": "thinking it over"}, {"sleep": 60}]]}]
 
 
-def assert_at_capacity(reply: HttpReply | requests.Response, kind: str) -> None:
+def assert_at_capacity(reply: HttpReply | requests.Response, variable: str) -> None:
     status = reply.status if isinstance(reply, HttpReply) else reply.status_code
     body = reply.json()
     assert status == 503, body
     assert reply.headers["Retry-After"] == "5"
     assert body["code"] == "at_capacity"
-    assert kind in body["error"]
+    assert variable in body["error"]
 
 
 def test_more_streams_than_threads_leave_health_and_a_turn_served(start_iris: Start) -> None:
@@ -53,7 +53,7 @@ def test_a_stream_over_the_limit_is_refused_at_once_and_its_slot_comes_back(
     first, second = SSEReader(server, "a"), SSEReader(server, "b")
     assert (first.status, second.status) == (200, 200)
     third = server.get("/sessions/c/stream", timeout=10)  # a hang would time out here
-    assert_at_capacity(third, "streams")
+    assert_at_capacity(third, "IRIS_MAX_STREAMS")
     assert server.get("/health", auth=False, timeout=10).status == 200
     assert server.post("/sessions/c/message", json_body={"text": "hi"}, timeout=20).status == 200
 
@@ -63,6 +63,7 @@ def test_a_stream_over_the_limit_is_refused_at_once_and_its_slot_comes_back(
         again = SSEReader(server, "c")
         if again.status == 200 or time.monotonic() > deadline:
             break
+        again.close()
         time.sleep(0.1)
     assert again.status == 200
     again.close()
@@ -82,7 +83,7 @@ def test_a_message_over_the_wait_limit_is_refused_and_never_reaches_the_conversa
     stream.wait_for(lambda events: any(e["event"] == "thinking" for e in events))
 
     refused = server.post("/sessions/other/message", json_body={"text": "hello"}, timeout=10)
-    assert_at_capacity(refused, "waits")
+    assert_at_capacity(refused, "IRIS_MAX_WAITS")
     assert server.get("/sessions/other/history").json()["entries"] == []
     assert server.get("/health", auth=False, timeout=10).status == 200
 
@@ -106,21 +107,22 @@ def _bridge(agent: SubAgent, message: str, *, streamed: bool) -> requests.Respon
 def test_the_bridge_refuses_over_its_limits_before_any_job_exists(
     start_subagent: Callable[..., SubAgent],
 ) -> None:
-    rules = [*SLOW, {"when": "short", "turns": [[{"sleep": 3}, {"text": "done waiting"}]]}]
+    # Long enough that the wait slot is surely still held when the second request comes.
+    rules = [*SLOW, {"when": "short", "turns": [[{"sleep": 10}, {"text": "done waiting"}]]}]
     agent = start_subagent("helper", rules, IRIS_MAX_STREAMS="1", IRIS_MAX_WAITS="1")
     jobs = agent.server.data_dir / "bridge-jobs"
 
     held = _bridge(agent, "slow one", streamed=True)
     assert held.status_code == 200
     assert json.loads(next(held.iter_lines()))["type"] == "accepted"
-    assert_at_capacity(_bridge(agent, "slow two", streamed=True), "streams")
+    assert_at_capacity(_bridge(agent, "slow two", streamed=True), "IRIS_MAX_STREAMS")
 
     waiting = in_background(lambda: _as_reply(_bridge(agent, "short wait", streamed=False)))
     deadline = time.monotonic() + 15
     while len(list(jobs.iterdir())) < 2 and time.monotonic() < deadline:
         time.sleep(0.02)  # until the plain request holds the one wait slot (its job exists)
     assert len(list(jobs.iterdir())) == 2
-    assert_at_capacity(_bridge(agent, "short too", streamed=False), "waits")
+    assert_at_capacity(_bridge(agent, "short too", streamed=False), "IRIS_MAX_WAITS")
     assert agent.server.get("/health", auth=False, timeout=10).status == 200
 
     finished = waiting(30)

@@ -44,12 +44,9 @@ def send_message(session_id: str) -> Response:
     user = string_field(body, "user") if "user" in body else "api"
     attachments = resolve_handles(runtime.settings.data_dir, channel, body.get("attachments", []))
     event = TransportEvent(channel=channel, text=text, user=user, attachments=attachments)
-    slot = hold(WAITS)  # 503 at the limit, before the message reaches the conversation
-    try:
+    with hold(WAITS):  # 503 at the limit, before the message reaches the conversation
         ticket = runtime.engine.transports.session_owner(channel).inject_session_message(event)
         result = ticket.wait()
-    finally:
-        slot.release()
     payload = {
         "text": result.text,
         "status": result.status,
