@@ -2,8 +2,9 @@
 
 The sub-agent runs the ``scripted`` provider with a reply that sleeps ``--sleep`` seconds
 (default 3) before answering ``done``, ``IRIS_THREADS=256`` (threads for short requests; each
-open stream holds a thread of its own, within ``IRIS_MAX_STREAMS``), ``IRIS_BRIDGE_HEARTBEAT_MS=500`` and ``IRIS_LANE_MAIN`` = the number of streams (so the
-runs execute at once instead of queueing in the lane). ``--streams`` client threads (default
+open stream holds a thread of its own, within ``IRIS_MAX_STREAMS``),
+``IRIS_BRIDGE_HEARTBEAT_MS=500`` and ``IRIS_LANE_MAIN`` = the number of streams (so the runs
+execute at once instead of queueing in the lane). ``--streams`` client threads (default
 200), each with its own ``requests.Session`` and its own ``conversationKey``, start together and
 read their stream to the end.
 
