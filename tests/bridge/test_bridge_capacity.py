@@ -55,3 +55,34 @@ def test_iris_retries_an_agent_at_capacity_and_delivers_once(
     ]
     assert len(said) == 1  # the agent ran it once: the refused attempts created nothing
     watch.close()
+
+
+def test_a_stop_while_the_agent_is_busy_is_a_stop_and_sends_nothing(
+    start_subagent: StartSub, start_iris: StartIris, tmp_path: Path
+) -> None:
+    sub = start_subagent(rules=RULES, IRIS_MAX_STREAMS="1")
+    iris = start_iris(IRIS_PROVIDER="scripted", IRIS_SCRIPT_FILE=str(tmp_path / "none.json"))
+    register(iris, "helper", sub.bridge_url, token=sub.token)
+    occupying = requests.post(
+        f"{sub.bridge_url}/bridge",
+        json={"text": "occupy the only stream", "conversationKey": "other"},
+        headers={"Accept": NDJSON, **sub.auth},
+        stream=True,
+        timeout=30,
+    )
+    assert occupying.status_code == 200
+    watch = SSEReader(iris, "c2")
+    pending = in_background(
+        lambda: iris.post("/sessions/c2/message", json_body={"text": "@helper never mind"})
+    )
+    watch.wait_for(
+        lambda evs: any("busy" in str(e.get("text", "")) for e in evs if e["event"] == "status")
+    )
+    assert iris.post("/sessions/c2/stop").json() == {"stopped": True}
+    reply = pending(30)
+    assert reply.status == 200, reply.body
+    assert reply.json()["status"] == "stopped" and "failed" not in reply.json()["text"]
+    occupying.close()
+    jobs = sub.server.data_dir / "bridge-jobs"
+    assert len(list(jobs.iterdir())) == 1  # only the occupying request ever became a job
+    watch.close()
