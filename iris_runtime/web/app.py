@@ -45,7 +45,7 @@ def create_api_app(runtime: Runtime) -> Flask:
         app.register_blueprint(blueprint)
     for entry in runtime.host.blueprints():
         if entry.surface == "api":
-            app.register_blueprint(entry.blueprint)
+            app.register_blueprint(entry.resolve())
     return app
 
 
@@ -56,7 +56,7 @@ def create_webui_app(runtime: Runtime) -> Flask | None:
         return None
     app = _flask("iris.webui", runtime)
     for entry in entries:
-        app.register_blueprint(entry.blueprint)
+        app.register_blueprint(entry.resolve())
     return app
 
 
