@@ -138,6 +138,8 @@ def register_blueprints(register: Callable[..., None]) -> None:
 
     Call ``register(blueprint, surface="api")``; ``surface`` is ``api`` (the internal API port,
     behind the API token) or ``webui`` (the Web UI port, when ``IRIS_WEBUI_PORT`` is set).
+    ``blueprint`` may also be a function taking no argument and returning the blueprint: it is
+    called only when that surface is served, so a heavy module need not load otherwise.
     """
 
 

@@ -51,8 +51,13 @@ class TransportFactory:
 
 @dataclass(frozen=True)
 class BlueprintEntry:
-    blueprint: Any
+    blueprint: Any  # a Flask blueprint, or a function returning one (imported when served)
     surface: str = "api"
+
+    def resolve(self) -> Any:
+        """The blueprint itself. A plugin may register a function instead, so that a surface
+        that is not served (the Web UI without its port) costs no import."""
+        return self.blueprint() if callable(self.blueprint) else self.blueprint
 
 
 @dataclass

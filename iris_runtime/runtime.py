@@ -10,17 +10,19 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from iris_runtime.config import Settings
 from iris_runtime.engine.channels import reserve_folder
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.tools import ToolRegistry
 from iris_runtime.errors import ConfigError
-from iris_runtime.events.service import EventService
 from iris_runtime.plugins import PluginHost
-from iris_runtime.provision.supervisor import Supervisor
 from iris_runtime.secrets.broker import SecretBroker
 from iris_runtime.secrets.selection import broker_for
+
+if TYPE_CHECKING:
+    from iris_runtime.events.service import EventService
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,10 @@ class Runtime:
         }:
             reserve_folder(name)
         runtime = cls(settings, host, engine, broker_for(settings, host.secret_backends()))
+        # Imported here, in the serving process: `iris serve`'s master only checks the selection.
+        from iris_runtime.events.service import EventService
+        from iris_runtime.provision.supervisor import Supervisor
+
         runtime.events = EventService.for_engine(engine)
         # Sub-agents in process mode (no systemd) are children of the running Iris.
         supervisor = Supervisor.from_settings(settings)

@@ -20,12 +20,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-import requests
+from typing import TYPE_CHECKING, Any
 
 from iris_runtime.bridge.protocol import NDJSON, bearer_header
 from iris_runtime.errors import IrisError
+
+if TYPE_CHECKING:
+    # Imported where a call is made: a serving agent that never delegates does not load it.
+    import requests
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +173,8 @@ def _read_stream(
 
 
 def _poll(session: requests.Session, request_id: str, progress: _Progress) -> BridgeReply:
+    import requests
+
     call = progress.call
     url = f"{call.bridge_url.rstrip('/')}/bridge/jobs/{request_id}"
     interval = POLL_INTERVAL
@@ -220,6 +224,8 @@ def _poll(session: requests.Session, request_id: str, progress: _Progress) -> Br
 
 
 def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None) -> BridgeReply:
+    import requests
+
     request_id = call.request_id or f"req-{uuid.uuid4().hex}"
     body = {"text": call.text, "requestId": request_id}
     if call.conversation_key:

@@ -38,11 +38,14 @@ class JobExists(IrisError):
 class Job:
     """One request's log, in memory for live streams and on disk for recovery."""
 
-    def __init__(self, request_id: str, path: Path) -> None:
+    def __init__(self, request_id: str, path: Path, fd: int | None = None) -> None:
         self.request_id = request_id
         self.path = path
         self.events: list[Event] = []
         self._changed = threading.Condition()
+        # The log's descriptor (O_APPEND), opened once and closed after the terminal event:
+        # an event costs one write(2), which puts its line in the file as before.
+        self._fd = fd
 
     @property
     def done(self) -> bool:
@@ -60,14 +63,24 @@ class Job:
                 "ts": round(time.time(), 3),
             }
             line = json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n"
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-            try:
-                os.write(fd, line.encode("utf-8"))
-            finally:
-                os.close(fd)
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            os.write(self._fd, line.encode("utf-8"))
             self.events.append(event)
+            if kind in TERMINAL_TYPES:
+                self._close()
             self._changed.notify_all()
             return event
+
+    def close(self) -> None:
+        """Release the log's descriptor (a later append reopens it)."""
+        with self._changed:
+            self._close()
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def wait_after(self, seq: int, timeout: float) -> list[Event]:
         """Events after ``seq``, waiting up to ``timeout`` for one to arrive."""
@@ -89,20 +102,30 @@ class JobStore:
 
     def create(self, request_id: str) -> Job:
         path = self._path(request_id)
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            fd = self._create_file(path)
         except FileExistsError:
             raise JobExists(
                 f"request id {request_id!r} was already used; fetch its reply with "
                 f"GET /bridge/jobs/{request_id}"
             ) from None
-        job = Job(request_id, path)
+        job = Job(request_id, path, fd)
         with self._lock:
             self._live[request_id] = job
         return job
 
+    def _create_file(self, path: Path) -> int:
+        """Create the log (never an existing one) and keep it open for the job's appends. The
+        folder is made on the first miss, not checked on every request."""
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL
+        try:
+            return os.open(path, flags, 0o600)
+        except FileNotFoundError:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            return os.open(path, flags, 0o600)
+
     def finished(self, job: Job) -> None:
+        job.close()
         with self._lock:
             self._live.pop(job.request_id, None)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from pathlib import Path
@@ -9,18 +10,39 @@ from pathlib import Path
 import click
 
 from iris_runtime import __version__
-from iris_runtime.cli.agents_cmd import agents
-from iris_runtime.cli.bridge_cmd import bridge
 from iris_runtime.cli.common import plugin_host
-from iris_runtime.cli.doctor import doctor
 from iris_runtime.cli.env_file import EnvFileError, env_file_in_argv, load_env_file
-from iris_runtime.cli.events_cmd import events
-from iris_runtime.cli.plugins_cmd import plugins
-from iris_runtime.cli.secrets_cmd import secrets
-from iris_runtime.cli.serve import serve
-from iris_runtime.cli.usage_cmd import usage
 from iris_runtime.config import Settings
 from iris_runtime.errors import ConfigError
+
+# Built-in subcommands: name -> (module under iris_runtime.cli, attribute). Each is imported
+# only when it runs (or for --help): `iris serve` must not carry every other command's imports
+# (requests, sqlite3, ...) into the long-lived gunicorn master and, by fork, its worker.
+BUILTIN_COMMANDS = {
+    "serve": ("serve", "serve"),
+    "doctor": ("doctor", "doctor"),
+    "plugins": ("plugins_cmd", "plugins"),
+    "agents": ("agents_cmd", "agents"),
+    "bridge": ("bridge_cmd", "bridge"),
+    "secrets": ("secrets_cmd", "secrets"),
+    "usage": ("usage_cmd", "usage"),
+    "events": ("events_cmd", "events"),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose built-in subcommands are imported on first use. Plugin commands are added
+    the usual way (``add_command``), so a plugin's command of the same name still wins."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(BUILTIN_COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in BUILTIN_COMMANDS and cmd_name not in self.commands:
+            module_name, attribute = BUILTIN_COMMANDS[cmd_name]
+            module = importlib.import_module(f"iris_runtime.cli.{module_name}")
+            self.add_command(getattr(module, attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
 
 def _load_env_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
@@ -33,7 +55,7 @@ def _load_env_file(ctx: click.Context, param: click.Parameter, value: Path | Non
             raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
 
 
-@click.group()
+@click.group(cls=LazyGroup)
 @click.version_option(__version__, prog_name="iris")
 @click.option(
     "--env-file",
@@ -46,16 +68,6 @@ def _load_env_file(ctx: click.Context, param: click.Parameter, value: Path | Non
 )
 def cli() -> None:
     """Iris: a self-hosted AI agent orchestrator."""
-
-
-cli.add_command(serve)
-cli.add_command(doctor)
-cli.add_command(plugins)
-cli.add_command(agents)
-cli.add_command(bridge)
-cli.add_command(secrets)
-cli.add_command(usage)
-cli.add_command(events)
 
 
 def _add_plugin_commands() -> None:

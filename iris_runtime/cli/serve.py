@@ -21,7 +21,6 @@ from iris_runtime.config import Settings, ensure_api_token
 from iris_runtime.errors import ConfigError
 from iris_runtime.provision.supervisor import backoff_from
 from iris_runtime.runtime import check_selection, prepare_data_dir
-from iris_runtime.web.app import create_app
 from iris_runtime.web.capacity import THREAD_STACK_BYTES, server_threads, worker_connections
 
 log = logging.getLogger(__name__)
@@ -110,6 +109,9 @@ class IrisServer(BaseApplication):  # type: ignore[misc]
             self.cfg.set(key, value)
 
     def load(self) -> Any:
+        # Imported here, in the worker: the master never serves, so Flask stays out of it.
+        from iris_runtime.web.app import create_app
+
         return create_app(self.settings, start=True, host=plugin_host(self.settings))
 
 

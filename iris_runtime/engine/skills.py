@@ -18,8 +18,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from iris_runtime import data_layout
 from iris_runtime.secrets.backend import SECRET_NAME_RE
 
@@ -91,6 +89,8 @@ def _top_level_entries(lines: list[str]) -> list[list[str]]:
 
 
 def _yaml_mapping(source: str) -> dict[str, object] | None:
+    import yaml  # on first use: only frontmatter the simple reader cannot take needs it
+
     try:
         parsed = yaml.safe_load(source)
     except (yaml.YAMLError, RecursionError, ValueError):

@@ -26,18 +26,21 @@ SQLite in WAL mode with ``synchronous=FULL`` like the rest of ``state.db``; seve
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from iris_runtime import data_layout
 from iris_runtime.errors import ProvisionError
 from iris_runtime.private_files import adopt_parent_owner, check_private_path, chmod_private_db
+
+if TYPE_CHECKING:
+    # sqlite3 loads with the first connection: `iris serve`'s master only reads settings here.
+    import sqlite3
 
 DB_NAME = data_layout.STATE_DB  # shared with the event firings (iris_runtime.events.state)
 Desired = Literal["running", "absent"]
@@ -194,6 +197,8 @@ class SupervisedStore:
             # -shm) by the data dir's owner before SQLite opens, writes or chowns through it.
             check_private_path(self.path, sqlite=True)
             created = not self.path.exists()
+            import sqlite3
+
             conn = sqlite3.connect(
                 self.path, timeout=10.0, isolation_level=None, check_same_thread=False
             )
@@ -232,6 +237,8 @@ class SupervisedStore:
 
     @contextmanager
     def _unusable_is_clear(self) -> Iterator[None]:
+        import sqlite3
+
         try:
             yield
         except sqlite3.OperationalError as exc:

@@ -21,13 +21,16 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-
-from cryptography.fernet import Fernet, InvalidToken
+from typing import TYPE_CHECKING
 
 from iris_runtime import data_layout
 from iris_runtime.config import Settings
 from iris_runtime.errors import ConfigError
 from iris_runtime.private_files import file_lock, private_dir, write_private_file
+
+if TYPE_CHECKING:
+    # cryptography is imported when the store is first used, not whenever Iris starts.
+    from cryptography.fernet import Fernet
 
 
 class FileSecretStore:
@@ -78,6 +81,8 @@ class FileSecretStore:
 
     def _key(self) -> Fernet:
         if self._fernet is None:
+            from cryptography.fernet import Fernet
+
             private_dir(self.directory)
             with file_lock(self.lock_path):
                 if not self.key_path.exists():
@@ -104,6 +109,8 @@ class FileSecretStore:
         return values
 
     def _decrypt(self, fernet: Fernet, blob: bytes) -> dict[str, str]:
+        from cryptography.fernet import InvalidToken
+
         try:
             data = json.loads(fernet.decrypt(blob.strip()))
         except InvalidToken:

@@ -16,9 +16,10 @@ from iris_runtime.runtime import Runtime
 from iris_runtime.web.api import channels, escalate, events, health, secrets, sessions
 from iris_runtime.web.auth import require_bearer_token
 from iris_runtime.web.bridge_app import create_bridge_app
-from iris_runtime.web.capacity import EXTENSION, HeldRequests
+from iris_runtime.web.capacity import HeldRequests
 from iris_runtime.web.dispatch import PortDispatcher, WSGIApp, not_found_app
 from iris_runtime.web.errors import install_error_handlers
+from iris_runtime.web.slots import EXTENSION
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def create_api_app(runtime: Runtime, held: HeldRequests | None = None) -> Flask:
         app.register_blueprint(blueprint)
     for entry in runtime.host.blueprints():
         if entry.surface == "api":
-            app.register_blueprint(entry.blueprint)
+            app.register_blueprint(entry.resolve())
     return app
 
 
@@ -58,7 +59,7 @@ def create_webui_app(runtime: Runtime, held: HeldRequests | None = None) -> Flas
         return None
     app = _flask("iris.webui", runtime, held)
     for entry in entries:
-        app.register_blueprint(entry.blueprint)
+        app.register_blueprint(entry.resolve())
     return app
 
 

@@ -30,15 +30,9 @@ from iris_runtime.bridge.service import BridgeService
 from iris_runtime.errors import InvalidInput
 from iris_runtime.web.auth import bearer_token, token_matches
 from iris_runtime.web.bodies import json_object
-from iris_runtime.web.capacity import (
-    EXTENSION,
-    STREAMS,
-    WAITS,
-    HeldRequests,
-    held_until_closed,
-    hold,
-)
+from iris_runtime.web.capacity import STREAMS, WAITS, HeldRequests
 from iris_runtime.web.errors import error_response, install_error_handlers
+from iris_runtime.web.slots import EXTENSION, held_until_closed, hold
 
 log = logging.getLogger(__name__)
 blueprint = Blueprint("bridge", __name__)

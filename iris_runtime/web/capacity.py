@@ -26,8 +26,6 @@ import threading
 import time
 from collections.abc import Mapping
 
-from flask import Response, current_app
-
 from iris_runtime.config import Settings
 from iris_runtime.errors import IrisError
 
@@ -143,18 +141,3 @@ class HeldRequests:
                 limit,
                 _VARIABLES.get(kind, kind),
             )
-
-
-EXTENSION = "iris_held_requests"
-
-
-def hold(kind: str) -> Slot:
-    """A slot of ``kind`` from the serving app's budget (shared by every port)."""
-    budget: HeldRequests = current_app.extensions[EXTENSION]
-    return budget.hold(kind)
-
-
-def held_until_closed(response: Response, slot: Slot) -> Response:
-    """Keep ``slot`` until the streamed ``response`` is closed (client gone, stream ended)."""
-    response.call_on_close(slot.release)
-    return response

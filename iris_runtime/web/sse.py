@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from flask import Response
 
 from iris_runtime.engine.observers import ObserverEvent, ObserverHub
-from iris_runtime.web.capacity import STREAMS, held_until_closed, hold
+from iris_runtime.web.capacity import STREAMS
+from iris_runtime.web.slots import held_until_closed, hold
 
 MAX_PENDING_EVENTS = 1000
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app, jsonify
 
 from iris_runtime import __version__
-from iris_runtime.web.capacity import EXTENSION, HeldRequests
+from iris_runtime.web.capacity import HeldRequests
+from iris_runtime.web.slots import EXTENSION
 
 blueprint = Blueprint("health", __name__)
 

@@ -15,8 +15,9 @@ from iris_runtime.engine.usage import total, usage_to_json
 from iris_runtime.runtime import Runtime
 from iris_runtime.web.api.attachments import resolve_handles, save_upload
 from iris_runtime.web.bodies import json_object, string_field
-from iris_runtime.web.capacity import WAITS, hold
+from iris_runtime.web.capacity import WAITS
 from iris_runtime.web.errors import error_response
+from iris_runtime.web.slots import hold
 from iris_runtime.web.sse import observer_stream
 
 blueprint = Blueprint("sessions", __name__, url_prefix="/sessions/<session_id>")

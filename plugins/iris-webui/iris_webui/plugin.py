@@ -11,6 +11,7 @@ fresh link any time.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +19,9 @@ from iris_runtime import hookimpl
 from iris_runtime.config import Settings
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.transport import ChannelShape
+
+if TYPE_CHECKING:
+    from flask import Blueprint
 
 TRANSPORT_ID = "webui"
 
@@ -58,9 +62,15 @@ def register_channel_shapes(register: Callable[[ChannelShape], None]) -> None:
 
 @hookimpl
 def register_blueprints(register: Callable[..., None]) -> None:
+    # A function, called only when the Web UI port is served: the routes pull in the
+    # WebSocket stack (flask-sock, simple-websocket, asyncio), which an Iris without it skips.
+    register(_blueprint, surface="webui")
+
+
+def _blueprint() -> Blueprint:
     from iris_webui.routes import blueprint
 
-    register(blueprint, surface="webui")
+    return blueprint
 
 
 @hookimpl(tryfirst=True)  # the pinned router must be in place before anything is routed

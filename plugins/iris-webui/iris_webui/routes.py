@@ -46,8 +46,9 @@ from flask_sock import Sock  # type: ignore[import-untyped]
 from iris_runtime.agents.registry import registry_for
 from iris_runtime.engine.channels import resolve_channel_dir
 from iris_runtime.errors import EngineStopping, IrisError, NotFound
-from iris_runtime.web.capacity import STREAMS, hold
+from iris_runtime.web.capacity import STREAMS
 from iris_runtime.web.errors import error_response
+from iris_runtime.web.slots import hold
 from iris_webui.auth import COOKIE_NAME, SESSION_TTL, consume_login_key, session_digest
 from iris_webui.history import conversation, list_sessions
 from iris_webui.hub import MESSAGE_TOO_BIG, POLICY_VIOLATION, Client, ReaderThread, WakeEvent
