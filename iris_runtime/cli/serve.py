@@ -1,4 +1,4 @@
-"""``iris serve``: the runtime under gunicorn (gthread, one worker, many threads).
+"""``iris serve``: the runtime under gunicorn (one gthread-based worker, many threads).
 
 One worker because the engine keeps in-process state (runs, watchers, queues); scale-out is more
 hosts and more sub-agents. The app is built after fork, in the worker, so the engine's threads
@@ -38,12 +38,15 @@ def _post_fork(server: Any, worker: Any) -> None:
 
 
 def raise_open_files_limit(needed: int) -> None:
-    """Every held request is a socket: lift the soft descriptor limit (often 1024) towards the
-    hard one, and say so when even the hard limit is below what the configured slots need."""
+    """Every held request is a socket (a Web UI socket also a selector): lift the soft descriptor
+    limit (often 1024) to the hard one, and say so when the hard one is below what the
+    configured slots may need."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    ceiling = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
-    if soft != resource.RLIM_INFINITY and soft < ceiling:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
+    if hard != resource.RLIM_INFINITY and soft != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:  # e.g. a platform cap below the hard limit
+            click.echo(f"warning: cannot raise the open-file limit to {hard}: {exc}", err=True)
     if hard != resource.RLIM_INFINITY and hard < needed:
         click.echo(
             f"warning: the open-file limit {hard} is below the {needed} this configuration may "
@@ -89,7 +92,7 @@ class IrisServer(BaseApplication):  # type: ignore[misc]
         options: dict[str, Any] = {
             "bind": binds,
             "workers": 1,
-            "worker_class": "gthread",
+            "worker_class": "iris_runtime.web.worker.IrisWorker",  # gthread, see its docstring
             "threads": server_threads(s),
             "worker_connections": worker_connections(s),
             "timeout": 60,
@@ -171,8 +174,9 @@ def serve(agent_name: str | None, bridge_port: int | None) -> None:
         err=True,
     )
     _announce_webui(settings)
-    # Each connection is a descriptor, plus files, pipes and sockets to models and sub-agents.
-    raise_open_files_limit(worker_connections(settings) + OTHER_DESCRIPTORS)
+    # A connection is a descriptor (a Web UI socket two), plus files, pipes and sockets to models
+    # and sub-agents.
+    raise_open_files_limit(worker_connections(settings) + settings.max_streams + OTHER_DESCRIPTORS)
     IrisServer(settings).run()
 
 

@@ -128,7 +128,14 @@ def test_the_bridge_refuses_over_its_limits_before_any_job_exists(
     finished = waiting(30)
     assert finished.status == 200 and finished.json()["text"] == "done waiting"
     assert len(list(jobs.iterdir())) == 2  # the refused requests created no job
-    held.close()
+    held.close()  # the agent notices at its next heartbeat and frees the stream slot
+    deadline = time.monotonic() + 15
+    while (again := _bridge(agent, "slow three", streamed=True)).status_code == 503:
+        again.close()
+        assert time.monotonic() < deadline, "the closed stream's slot never came back"
+        time.sleep(0.1)
+    assert again.status_code == 200
+    again.close()
 
 
 def _as_reply(response: requests.Response) -> HttpReply:
