@@ -8,6 +8,7 @@ inside the data dir, so a hostile id can never escape it.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from pathlib import Path
 
@@ -108,7 +109,7 @@ def _channel_dir(data_dir: Path, channel_id: str) -> Path:
 def resolve_channel_dir(data_dir: Path, channel_id: str, *, create: bool = False) -> Path:
     """The folder that holds one channel's log and attachments."""
     directory = _channel_dir(data_dir, channel_id)
-    if create:
+    if create and not os.path.isdir(directory):  # one stat, not a failed mkdir, once it exists
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     return directory
 

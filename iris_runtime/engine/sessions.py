@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 LOG_NAME = "log.jsonl"
 MAX_CACHED_CHANNELS = 512
 MAX_CONTEXT_MESSAGES = 400
+_APPEND_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND  # read: the last byte, see _append
 
 
 def _entry_to_message(entry: dict[str, Any]) -> Message | None:
@@ -125,6 +126,9 @@ class SessionStore:
         self._lock = threading.Lock()
         self._channel_locks: dict[str, threading.Lock] = {}
         self._contexts: OrderedDict[str, list[Message]] = OrderedDict()
+        # Each log's size right after our last append to it: a log still that size needs no
+        # look at its last byte before the next one.
+        self._sizes: OrderedDict[str, int] = OrderedDict()
 
     def log_path(self, channel: str) -> Path:
         return resolve_channel_dir(self._data_dir, channel) / LOG_NAME
@@ -136,17 +140,41 @@ class SessionStore:
     # -- writing ------------------------------------------------------------------------------
 
     def _append(self, channel: str, entry: dict[str, Any]) -> None:
+        """Append one line (the caller holds the channel's lock)."""
         entry = {"ts": round(time.time(), 6), **entry}
         line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
-        path = resolve_channel_dir(self._data_dir, channel, create=True) / LOG_NAME
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        path = resolve_channel_dir(self._data_dir, channel) / LOG_NAME
         try:
-            # A crash mid-write can leave a torn last line; start ours on a fresh one.
-            if os.fstat(fd).st_size and not _ends_with_newline(path):
+            fd = os.open(path, _APPEND_FLAGS, 0o600)
+        except FileNotFoundError:  # the channel's first entry: its folder comes first
+            fd = os.open(
+                resolve_channel_dir(self._data_dir, channel, create=True) / LOG_NAME,
+                _APPEND_FLAGS,
+                0o600,
+            )
+        try:
+            size = os.fstat(fd).st_size
+            # A crash mid-write can leave a torn last line; start ours on a fresh one. A file
+            # still the size our own last line left it ends with that line's newline.
+            if size and self._known_size(channel) != size and not _ends_with_newline(fd, size):
                 line = "\n" + line
-            os.write(fd, line.encode("utf-8"))
+            data = line.encode("utf-8")
+            written = os.write(fd, data)
         finally:
             os.close(fd)
+        self._remember_size(channel, size + written if written == len(data) else None)
+
+    def _known_size(self, channel: str) -> int | None:
+        with self._lock:
+            return self._sizes.get(channel)
+
+    def _remember_size(self, channel: str, size: int | None) -> None:
+        with self._lock:
+            self._sizes.pop(channel, None)
+            if size is not None:
+                self._sizes[channel] = size
+                while len(self._sizes) > MAX_CACHED_CHANNELS:
+                    self._sizes.popitem(last=False)
 
     def append_message(self, channel: str, role: str, text: str, **extra: Any) -> None:
         with self._channel_lock(channel):
@@ -222,7 +250,5 @@ class SessionStore:
                 self._contexts.popitem(last=False)
 
 
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) == b"\n"
+def _ends_with_newline(fd: int, size: int) -> bool:
+    return os.pread(fd, 1, size - 1) == b"\n"
