@@ -13,7 +13,7 @@ from typing import Any
 
 from iris_runtime.agents.registry import AgentRegistry
 from iris_runtime.bridge.client import BridgeCall, BridgeError, call_agent_bridge
-from iris_runtime.bridge.mentions import parse_agent_mention
+from iris_runtime.bridge.mentions import may_mention, parse_agent_mention
 from iris_runtime.config import Settings
 from iris_runtime.engine.routing import RouteOutcome, RouteRequest
 from iris_runtime.engine.sessions import SessionStore
@@ -64,6 +64,8 @@ class AgentMentionRouter:
         )
 
     def route(self, request: RouteRequest) -> RouteOutcome | None:
+        if not may_mention(request.event.text):
+            return None  # most messages: no need to read agents.json
         try:
             names = self._registry.names()
         except IrisError as exc:

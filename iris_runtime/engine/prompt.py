@@ -8,18 +8,26 @@ from __future__ import annotations
 from pathlib import Path
 
 from iris_runtime import data_layout
+from iris_runtime.engine.filecache import FileCache
 from iris_runtime.engine.skills import Skill
 from iris_runtime.engine.transport import ChannelInfo, TransportPromptProfile, UserInfo
 
 MAX_IDENTITY_FILE_CHARS = 20_000
 
 
-def _read_optional(path: Path) -> str:
+def _read(path: Path) -> str:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return ""
     return text[:MAX_IDENTITY_FILE_CHARS].strip()
+
+
+_identity_files = FileCache(_read, missing=lambda path: "")  # read on every message
+
+
+def _read_optional(path: Path) -> str:
+    return _identity_files.get(path)
 
 
 def _skills_section(skills: list[Skill]) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from iris_runtime import data_layout
+from iris_runtime.engine.filecache import FileCache
 from iris_runtime.secrets.backend import SECRET_NAME_RE
 
 log = logging.getLogger(__name__)
@@ -177,13 +178,25 @@ def load_skill(folder: Path) -> Skill | None:
     )
 
 
+def _subfolders(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*") if p.is_dir())
+
+
+def _skill_of(skill_md: Path) -> Skill | None:
+    return load_skill(skill_md.parent)
+
+
+# A run lists the skills on every message; these keep it to a few stats (see filecache).
+_listings: FileCache[list[Path]] = FileCache(_subfolders, missing=lambda folder: [])
+_skills: FileCache[Skill | None] = FileCache(_skill_of, missing=_skill_of)
+
+
 def discover_skills(workspace: Path, extra: list[Path]) -> list[Skill]:
     """Skills in ``workspace/skills/*`` plus folders registered by plugins; first name wins."""
-    own = workspace / data_layout.SKILLS_DIR
-    folders = sorted(p for p in own.glob("*") if p.is_dir()) + list(extra)
+    folders = [*_listings.get(workspace / data_layout.SKILLS_DIR), *extra]
     seen: dict[str, Skill] = {}
     for folder in folders:
-        skill = load_skill(folder)
+        skill = _skills.get(folder / "SKILL.md")
         if skill and skill.name not in seen:
             seen[skill.name] = skill
     return list(seen.values())
