@@ -15,6 +15,7 @@ from iris_runtime.agents.registry import AgentRegistry
 from iris_runtime.bridge.client import BridgeCall, BridgeError, call_agent_bridge
 from iris_runtime.bridge.mentions import may_mention, parse_agent_mention
 from iris_runtime.config import Settings
+from iris_runtime.engine.filecache import FileCache
 from iris_runtime.engine.routing import RouteOutcome, RouteRequest
 from iris_runtime.engine.sessions import SessionStore
 from iris_runtime.engine.tools import ToolContext, ToolResult
@@ -46,8 +47,13 @@ class AgentMentionRouter:
         self._settings = settings
         self._registry = registry
         self._sessions = sessions
+        # Asked on every message; agents.json changes rarely (see engine.filecache).
+        self._sections = FileCache(lambda path: self._prompt_section(), missing=lambda path: "")
 
     def prompt_section(self) -> str:
+        return self._sections.get(self._registry.path)
+
+    def _prompt_section(self) -> str:
         try:
             entries = self._registry.load()
         except IrisError as exc:

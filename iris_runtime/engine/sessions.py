@@ -133,6 +133,12 @@ class SessionStore:
     def log_path(self, channel: str) -> Path:
         return resolve_channel_dir(self._data_dir, channel) / LOG_NAME
 
+    def _log_file(self, channel: str, *, create_dir: bool = False) -> str:
+        # os.path, not pathlib: this runs on every append and a pathlib join costs more than it.
+        return os.path.join(
+            resolve_channel_dir(self._data_dir, channel, create=create_dir), LOG_NAME
+        )
+
     def _channel_lock(self, channel: str) -> threading.Lock:
         with self._lock:
             return self._channel_locks.setdefault(channel, threading.Lock())
@@ -143,15 +149,10 @@ class SessionStore:
         """Append one line (the caller holds the channel's lock)."""
         entry = {"ts": round(time.time(), 6), **entry}
         line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
-        path = resolve_channel_dir(self._data_dir, channel) / LOG_NAME
         try:
-            fd = os.open(path, _APPEND_FLAGS, 0o600)
+            fd = os.open(self._log_file(channel), _APPEND_FLAGS, 0o600)
         except FileNotFoundError:  # the channel's first entry: its folder comes first
-            fd = os.open(
-                resolve_channel_dir(self._data_dir, channel, create=True) / LOG_NAME,
-                _APPEND_FLAGS,
-                0o600,
-            )
+            fd = os.open(self._log_file(channel, create_dir=True), _APPEND_FLAGS, 0o600)
         try:
             size = os.fstat(fd).st_size
             # A crash mid-write can leave a torn last line; start ours on a fresh one. A file
@@ -198,11 +199,13 @@ class SessionStore:
     # -- reading ------------------------------------------------------------------------------
 
     def entries(self, channel: str, *, since_reset: bool = False) -> list[dict[str, Any]]:
-        path = self.log_path(channel)
-        if not path.exists():
-            return []
+        path = self._log_file(channel)
         out: list[dict[str, Any]] = []
-        with path.open(encoding="utf-8", errors="replace") as handle:
+        try:
+            handle = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            return []
+        with handle:
             for number, raw in enumerate(handle, 1):
                 if not raw.strip():
                     continue
