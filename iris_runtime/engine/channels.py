@@ -93,9 +93,14 @@ def validate_filename(name: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=64)
+def _resolved_base(base: Path) -> Path:
+    return base.resolve()  # the data dir, and a channel's folder under it: fixed once made
+
+
 def _inside(base: Path, candidate: Path) -> Path:
     resolved = candidate.resolve()
-    if not resolved.is_relative_to(base.resolve()):
+    if not resolved.is_relative_to(_resolved_base(base)):
         raise InvalidInput("path escapes its directory", code="path_traversal")
     return resolved
 

@@ -110,15 +110,22 @@ def _current() -> Watch | None:
     return watch
 
 
+def enter_thread(watch: Watch | None) -> Watch | None:
+    """Make ``watch`` the calling thread's guarded call; returns the one to put back after
+    (plain calls, not a context manager: this runs around every event of a stream)."""
+    previous = _current()
+    _local.watch = watch
+    return previous
+
+
 @contextlib.contextmanager
 def watching(watch: Watch) -> Iterator[None]:
     """Make ``watch`` the calling thread's guarded call while the block runs."""
-    previous = _current()
-    _local.watch = watch
+    previous = enter_thread(watch)
     try:
         yield
     finally:
-        _local.watch = previous
+        enter_thread(previous)
 
 
 class _Watcher:

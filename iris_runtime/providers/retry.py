@@ -219,11 +219,13 @@ def guarded(
     source = produce()
     try:
         while not abort.is_set():
-            with interrupt.watching(watch):
-                try:
-                    item = next(source, None)
-                except Exception as exc:  # a bug here must not hide why the call ended
-                    item = _internal_error(exc)
+            previous = interrupt.enter_thread(watch)
+            try:
+                item = next(source, None)
+            except Exception as exc:  # a bug here must not hide why the call ended
+                item = _internal_error(exc)
+            finally:
+                interrupt.enter_thread(previous)
             if item is None or abort.is_set():
                 return
             if isinstance(item, Failure) and watch.cut == "stall":
