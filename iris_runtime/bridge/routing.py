@@ -8,6 +8,7 @@ mentions from one place continue one sub-agent session.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from typing import Any
 
@@ -51,7 +52,7 @@ class AgentMentionRouter:
         self._sections = FileCache(lambda path: self._prompt_section(), missing=lambda path: "")
 
     def prompt_section(self) -> str:
-        return self._sections.get(self._registry.path)
+        return self._sections.get(os.fspath(self._registry.path))
 
     def _prompt_section(self) -> str:
         try:

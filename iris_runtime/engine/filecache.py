@@ -26,7 +26,7 @@ MAX_ENTRIES = 512
 Signature = tuple[int, int, int, int]
 
 
-def signature(path: Path) -> Signature | None:
+def signature(path: str | Path) -> Signature | None:
     """The file's inode, size, mtime and ctime, or None when it cannot be stat'ed."""
     try:
         st = os.stat(path)
@@ -36,15 +36,16 @@ def signature(path: Path) -> Signature | None:
 
 
 class FileCache(Generic[T]):
-    """``load(path)`` results by path, reused while the path's signature holds."""
+    """``load(path)`` results by path (a string: pathlib costs more than the stat), reused
+    while the path's signature holds."""
 
-    def __init__(self, load: Callable[[Path], T], missing: Callable[[Path], T]) -> None:
+    def __init__(self, load: Callable[[str], T], missing: Callable[[str], T]) -> None:
         self._load = load
         self._missing = missing  # what a path that cannot be stat'ed gives (never cached)
         self._lock = threading.Lock()
-        self._entries: OrderedDict[Path, tuple[Signature, T]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[Signature, T]] = OrderedDict()
 
-    def get(self, path: Path) -> T:
+    def get(self, path: str) -> T:
         sig = signature(path)
         if sig is None:
             return self._missing(path)

@@ -5,6 +5,8 @@ Nothing platform-specific is written here; every such word comes from the profil
 
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 
 from iris_runtime import data_layout
@@ -15,22 +17,20 @@ from iris_runtime.engine.transport import ChannelInfo, TransportPromptProfile, U
 MAX_IDENTITY_FILE_CHARS = 20_000
 
 
-def _read(path: Path) -> str:
+def _read(path: str) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
     except (OSError, UnicodeDecodeError):
         return ""
     return text[:MAX_IDENTITY_FILE_CHARS].strip()
 
 
-_identity_files = FileCache(_read, missing=lambda path: "")  # read on every message
+_identity_files: FileCache[str] = FileCache(_read, missing=lambda path: "")  # every message
 
 
-def _read_optional(path: Path) -> str:
-    return _identity_files.get(path)
-
-
-def _skills_section(skills: list[Skill]) -> str:
+@functools.lru_cache(maxsize=64)
+def _skills_section(skills: tuple[Skill, ...]) -> str:  # the same skills message after message
     if not skills:
         return "No skills are installed."
     lines = [
@@ -48,8 +48,8 @@ def build_system_prompt(
     users: list[UserInfo],
     extra_sections: list[str] | None = None,
 ) -> str:
-    constitution = _read_optional(workspace / data_layout.CONSTITUTION_MD)
-    memory = _read_optional(workspace / data_layout.MEMORY_MD)
+    constitution = _identity_files.get(os.path.join(workspace, data_layout.CONSTITUTION_MD))
+    memory = _identity_files.get(os.path.join(workspace, data_layout.MEMORY_MD))
     parts = [
         profile.identity_line,
         f"## Constitution\n{constitution}" if constitution else "",
@@ -60,7 +60,7 @@ def build_system_prompt(
         f"## Staying silent\n{profile.silent_note}",
         f"## Files\n{profile.attach_note}\nAttachments from the user arrive inside "
         f"<{profile.attachments_tag_name}> tags.",
-        f"## Skills\n{_skills_section(skills)}",
+        f"## Skills\n{_skills_section(tuple(skills))}",
         *(extra_sections or []),
         f"Your workspace is {workspace}.",
     ]

@@ -14,6 +14,7 @@ lists, and text continued on the following lines.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,21 +183,24 @@ def _subfolders(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*") if p.is_dir())
 
 
-def _skill_of(skill_md: Path) -> Skill | None:
-    return load_skill(skill_md.parent)
+def _skill_of(skill_md: str) -> Skill | None:
+    return load_skill(Path(skill_md).parent)
 
 
 # A run lists the skills on every message; these keep it to a few stats (see filecache).
-_listings: FileCache[list[Path]] = FileCache(_subfolders, missing=lambda folder: [])
+# (Paths joined with os.path: a pathlib join per skill per message is most of what is left.)
+_listings: FileCache[list[Path]] = FileCache(
+    lambda folder: _subfolders(Path(folder)), missing=lambda folder: []
+)
 _skills: FileCache[Skill | None] = FileCache(_skill_of, missing=_skill_of)
 
 
 def discover_skills(workspace: Path, extra: list[Path]) -> list[Skill]:
     """Skills in ``workspace/skills/*`` plus folders registered by plugins; first name wins."""
-    folders = [*_listings.get(workspace / data_layout.SKILLS_DIR), *extra]
+    folders = [*_listings.get(os.path.join(workspace, data_layout.SKILLS_DIR)), *extra]
     seen: dict[str, Skill] = {}
     for folder in folders:
-        skill = _skills.get(folder / "SKILL.md")
+        skill = _skills.get(os.path.join(folder, "SKILL.md"))
         if skill and skill.name not in seen:
             seen[skill.name] = skill
     return list(seen.values())
