@@ -4,8 +4,8 @@ A stop (``abort`` set by ``Engine.handle_stop``) must land within ~50 ms even wh
 in a blocking read of a silent socket, and a stream that only ever sends keep-alives must still
 count as stalled. Python cannot interrupt a thread, so the call used to run on a fresh daemon
 thread per attempt, every event crossing back through a ``queue.Queue`` polled every 50 ms.
-On a zero-latency model (``bench/provider_overhead.py``) that cost about 0.8 ms a turn: a thread
-start, and a GIL hand-off per event between two runnable threads.
+On a zero-latency model that cost about 0.7 ms a turn: a thread start, and a GIL hand-off per
+event between two runnable threads.
 
 Here the SDK iterates on the caller's thread and a stop interrupts its I/O instead:
 
@@ -22,11 +22,19 @@ Here the SDK iterates on the caller's thread and a stop interrupts its I/O inste
   block) is made on a short-lived helper thread that the caller waits for in ``POLL_SECONDS``
   steps; connections are pooled, so that costs one thread per new connection, not per call.
 
-Measured on the in-process turn of ``bench/provider_overhead.py``: about 0.8 ms less per turn
-than the thread relay. A reused worker thread with batched hand-off was the alternative; it
-keeps at least two thread hand-offs per attempt (there and back) and a GIL contest while both
-threads are runnable, so it could not reach the same figure. When the tracking cannot be put in
-place (an SDK whose HTTP client is not laid out as expected), :func:`retry.relay` is still used.
+Measured (in-process turns as in ``bench/provider_overhead.py``, the three variants interleaved in
+one process against the zero-latency fake; bare SDK call 1.77 ms p50):
+
+- thread per attempt + queue (the old relay): 4.17 ms a turn;
+- a reused worker thread with batched hand-off (a pool thread iterates, the caller drains a
+  deque under one condition): 2.99 ms;
+- this module: 2.86 ms. The two-hop hand-off costs the pool variant ~0.14 ms a turn, and a stop
+  there still leaves a thread stuck in a read until its timeout.
+
+Both of the last two also read the end of a finished answer so the connection is reused (see
+``anthropic._read_to_end``), worth ~0.45 ms of the gap to the old relay. When the tracking cannot
+be put in place (an SDK whose HTTP client is not laid out as expected), :func:`retry.relay` is
+still used, and a warning says so.
 """
 
 from __future__ import annotations
