@@ -5,7 +5,6 @@ the *context* by a summary the model writes. The durable log only gains a marker
 
 from __future__ import annotations
 
-import itertools
 import logging
 import operator
 import threading
@@ -18,6 +17,7 @@ from iris_runtime.engine.provider import (
     ProviderRequest,
     TextDelta,
 )
+from iris_runtime.engine.sessions import History
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +37,11 @@ def estimate_tokens(texts: Iterable[str]) -> int:
 
 
 def needs_compaction(system: str, history: list[Message], user: Message, window: int) -> bool:
-    # Runs on every message over the whole history: map() keeps the sum out of Python bytecode.
-    texts = itertools.chain((system, user.text), map(_TEXT, history))
-    return len(history) > 2 and estimate_tokens(texts) > COMPACT_AT * window
+    if len(history) <= 2:
+        return False
+    # Runs on every message: a stored History already knows its length.
+    chars = history.chars if isinstance(history, History) else sum(map(len, map(_TEXT, history)))
+    return (chars + len(system) + len(user.text)) // 4 + 1 > COMPACT_AT * window
 
 
 def kept_count(history: list[Message], window: int) -> int:

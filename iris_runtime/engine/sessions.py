@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 LOG_NAME = "log.jsonl"
 MAX_CACHED_CHANNELS = 512
 MAX_CONTEXT_MESSAGES = 400
+_TEXT = operator.attrgetter("text")
 _APPEND_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND  # read: the last byte, see _append
 
 
@@ -35,6 +38,32 @@ def _entry_to_message(entry: dict[str, Any]) -> Message | None:
     if role not in {"user", "assistant"} or not isinstance(text, str) or not text:
         return None
     return Message(role=role, text=text)
+
+
+class History(list[Message]):
+    """A channel's context, which also knows the total length of its texts: kept as messages
+    come and go, so the compaction check on every message need not sum a long conversation."""
+
+    chars: int
+
+    def __init__(self, messages: Iterable[Message] = ()) -> None:
+        super().__init__(messages)
+        self.chars = sum(map(len, map(_TEXT, self)))
+
+    def copy(self) -> History:
+        twin = History.__new__(History)
+        list.__init__(twin, self)
+        twin.chars = self.chars
+        return twin
+
+    def add(self, message: Message, limit: int) -> None:
+        """Append ``message``, then drop the oldest beyond ``limit``."""
+        self.append(message)
+        self.chars += len(message.text)
+        excess = len(self) - limit
+        if excess > 0:
+            self.chars -= sum(map(len, map(_TEXT, self[:excess])))
+            del self[:excess]
 
 
 SUMMARY_HEADER = "[Summary of the earlier conversation]"
@@ -125,7 +154,7 @@ class SessionStore:
         self._data_dir = data_dir
         self._lock = threading.Lock()
         self._channel_locks: dict[str, threading.Lock] = {}
-        self._contexts: OrderedDict[str, list[Message]] = OrderedDict()
+        self._contexts: OrderedDict[str, History] = OrderedDict()
         # Each log's size right after our last append to it: a log still that size needs no
         # look at its last byte before the next one.
         self._sizes: OrderedDict[str, int] = OrderedDict()
@@ -183,8 +212,7 @@ class SessionStore:
             context = self._cached(channel)
             message = _entry_to_message({"type": "message", "role": role, "text": text, **extra})
             if context is not None and message is not None:
-                context.append(message)
-                del context[:-MAX_CONTEXT_MESSAGES]
+                context.add(message, MAX_CONTEXT_MESSAGES)
 
     def append_marker(self, channel: str, kind: str, **fields: Any) -> None:
         """A non-message entry (e.g. a delegated request's id): in the log, not in the context."""
@@ -194,7 +222,7 @@ class SessionStore:
     def reset(self, channel: str) -> None:
         with self._channel_lock(channel):
             self._append(channel, {"type": "reset"})
-            self._store_context(channel, [])
+            self._store_context(channel, History())
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -218,14 +246,14 @@ class SessionStore:
                     out.append(entry)
         return since_last_reset(out) if since_reset else out
 
-    def context(self, channel: str) -> list[Message]:
+    def context(self, channel: str) -> History:
         """The conversation so far (since the last reset), replayed from disk on first use."""
         with self._channel_lock(channel):
             cached = self._cached(channel)
             if cached is None:
-                cached = replay(self.entries(channel, since_reset=True))
+                cached = History(replay(self.entries(channel, since_reset=True)))
                 self._store_context(channel, cached)
-            return list(cached)
+            return cached.copy()
 
     def compact(self, channel: str, summary: str, kept: int, run_id: str) -> None:
         """Replace the context before run ``run_id``'s user message, all but its last ``kept``
@@ -238,14 +266,14 @@ class SessionStore:
             with self._lock:
                 self._contexts.pop(channel, None)
 
-    def _cached(self, channel: str) -> list[Message] | None:
+    def _cached(self, channel: str) -> History | None:
         with self._lock:
             context = self._contexts.get(channel)
             if context is not None:
                 self._contexts.move_to_end(channel)
             return context
 
-    def _store_context(self, channel: str, messages: list[Message]) -> None:
+    def _store_context(self, channel: str, messages: History) -> None:
         with self._lock:
             self._contexts[channel] = messages
             self._contexts.move_to_end(channel)
