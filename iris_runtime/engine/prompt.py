@@ -30,6 +30,14 @@ _identity_files: FileCache[str] = FileCache(_read, missing=lambda path: "")  # e
 
 
 @functools.lru_cache(maxsize=64)
+def _identity_paths(workspace: Path) -> tuple[str, str]:
+    return (
+        os.path.join(workspace, data_layout.CONSTITUTION_MD),
+        os.path.join(workspace, data_layout.MEMORY_MD),
+    )
+
+
+@functools.lru_cache(maxsize=64)
 def _skills_section(skills: tuple[Skill, ...]) -> str:  # the same skills message after message
     if not skills:
         return "No skills are installed."
@@ -48,8 +56,9 @@ def build_system_prompt(
     users: list[UserInfo],
     extra_sections: list[str] | None = None,
 ) -> str:
-    constitution = _identity_files.get(os.path.join(workspace, data_layout.CONSTITUTION_MD))
-    memory = _identity_files.get(os.path.join(workspace, data_layout.MEMORY_MD))
+    constitution_md, memory_md = _identity_paths(workspace)
+    constitution = _identity_files.get(constitution_md)
+    memory = _identity_files.get(memory_md)
     parts = [
         profile.identity_line,
         f"## Constitution\n{constitution}" if constitution else "",

@@ -207,10 +207,11 @@ class SessionStore:
                     self._sizes.popitem(last=False)
 
     def append_message(self, channel: str, role: str, text: str, **extra: Any) -> None:
+        entry = {"type": "message", "role": role, "text": text, **extra}
         with self._channel_lock(channel):
-            self._append(channel, {"type": "message", "role": role, "text": text, **extra})
+            self._append(channel, entry)
             context = self._cached(channel)
-            message = _entry_to_message({"type": "message", "role": role, "text": text, **extra})
+            message = _entry_to_message(entry)
             if context is not None and message is not None:
                 context.add(message, MAX_CONTEXT_MESSAGES)
 

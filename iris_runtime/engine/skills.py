@@ -13,6 +13,7 @@ lists, and text continued on the following lines.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Iterable
@@ -187,8 +188,13 @@ def _skill_of(skill_md: str) -> Skill | None:
     return load_skill(Path(skill_md).parent)
 
 
+@functools.lru_cache(maxsize=1024)
+def _joined(folder: Path, name: str) -> str:
+    # A pathlib join per skill per message was most of what the cache left.
+    return os.path.join(folder, name)
+
+
 # A run lists the skills on every message; these keep it to a few stats (see filecache).
-# (Paths joined with os.path: a pathlib join per skill per message is most of what is left.)
 _listings: FileCache[list[Path]] = FileCache(
     lambda folder: _subfolders(Path(folder)), missing=lambda folder: []
 )
@@ -197,10 +203,10 @@ _skills: FileCache[Skill | None] = FileCache(_skill_of, missing=_skill_of)
 
 def discover_skills(workspace: Path, extra: list[Path]) -> list[Skill]:
     """Skills in ``workspace/skills/*`` plus folders registered by plugins; first name wins."""
-    folders = [*_listings.get(os.path.join(workspace, data_layout.SKILLS_DIR)), *extra]
+    folders = [*_listings.get(_joined(workspace, data_layout.SKILLS_DIR)), *extra]
     seen: dict[str, Skill] = {}
     for folder in folders:
-        skill = _skills.get(os.path.join(folder, "SKILL.md"))
+        skill = _skills.get(_joined(folder, "SKILL.md"))
         if skill and skill.name not in seen:
             seen[skill.name] = skill
     return list(seen.values())
