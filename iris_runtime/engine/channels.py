@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import stat
 from pathlib import Path
 
 from iris_runtime import data_layout
@@ -108,7 +109,18 @@ def _inside(base: Path, candidate: Path) -> Path:
 @functools.lru_cache(maxsize=4096)
 def _channel_dir(data_dir: Path, channel_id: str) -> Path:
     # Resolving walks the filesystem; a run asks for its channel's folder several times.
-    return _inside(data_dir, data_dir / validate_channel_id(channel_id))
+    candidate = data_dir / validate_channel_id(channel_id)
+    try:
+        is_link = stat.S_ISLNK(os.lstat(candidate).st_mode)
+    except FileNotFoundError:
+        is_link = False
+    except OSError:
+        is_link = True  # let the full resolution decide
+    if not is_link:
+        # A valid id is one plain name under the data dir: unless it is a symlink, it resolves
+        # to the resolved data dir plus that name (one lstat instead of a realpath walk).
+        return _resolved_base(data_dir) / channel_id
+    return _inside(data_dir, candidate)
 
 
 def resolve_channel_dir(data_dir: Path, channel_id: str, *, create: bool = False) -> Path:
