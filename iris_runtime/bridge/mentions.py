@@ -8,6 +8,11 @@ from collections.abc import Collection
 _LEADING_MENTION = re.compile(r"@([a-z0-9][a-z0-9_-]{0,62})(?:[\s,:]+|$)", re.IGNORECASE)
 
 
+def may_mention(text: str) -> bool:
+    """Whether ``text`` opens with something shaped like a mention (cheap: no agent list)."""
+    return _LEADING_MENTION.match(text.strip()) is not None
+
+
 def parse_agent_mention(text: str, agents: Collection[str]) -> tuple[str, str] | None:
     """``(agent, rest)`` when the trimmed text starts with ``@agent`` naming a known agent.
 

@@ -8,13 +8,15 @@ mentions from one place continue one sub-agent session.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from typing import Any
 
 from iris_runtime.agents.registry import AgentRegistry
 from iris_runtime.bridge.client import BridgeCall, BridgeError, call_agent_bridge
-from iris_runtime.bridge.mentions import parse_agent_mention
+from iris_runtime.bridge.mentions import may_mention, parse_agent_mention
 from iris_runtime.config import Settings
+from iris_runtime.engine.filecache import FileCache
 from iris_runtime.engine.routing import RouteOutcome, RouteRequest
 from iris_runtime.engine.sessions import SessionStore
 from iris_runtime.engine.tools import ToolContext, ToolResult
@@ -46,8 +48,13 @@ class AgentMentionRouter:
         self._settings = settings
         self._registry = registry
         self._sessions = sessions
+        # Asked on every message; agents.json changes rarely (see engine.filecache).
+        self._sections = FileCache(lambda path: self._prompt_section(), missing=lambda path: "")
 
     def prompt_section(self) -> str:
+        return self._sections.get(os.fspath(self._registry.path))
+
+    def _prompt_section(self) -> str:
         try:
             entries = self._registry.load()
         except IrisError as exc:
@@ -64,6 +71,8 @@ class AgentMentionRouter:
         )
 
     def route(self, request: RouteRequest) -> RouteOutcome | None:
+        if not may_mention(request.event.text):
+            return None  # most messages: no need to read agents.json
         try:
             names = self._registry.names()
         except IrisError as exc:

@@ -8,7 +8,9 @@ inside the data dir, so a hostile id can never escape it.
 from __future__ import annotations
 
 import functools
+import os
 import re
+import stat
 from pathlib import Path
 
 from iris_runtime import data_layout
@@ -92,9 +94,14 @@ def validate_filename(name: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=64)
+def _resolved_base(base: Path) -> Path:
+    return base.resolve()  # the data dir, and a channel's folder under it: fixed once made
+
+
 def _inside(base: Path, candidate: Path) -> Path:
     resolved = candidate.resolve()
-    if not resolved.is_relative_to(base.resolve()):
+    if not resolved.is_relative_to(_resolved_base(base)):
         raise InvalidInput("path escapes its directory", code="path_traversal")
     return resolved
 
@@ -102,13 +109,24 @@ def _inside(base: Path, candidate: Path) -> Path:
 @functools.lru_cache(maxsize=4096)
 def _channel_dir(data_dir: Path, channel_id: str) -> Path:
     # Resolving walks the filesystem; a run asks for its channel's folder several times.
-    return _inside(data_dir, data_dir / validate_channel_id(channel_id))
+    candidate = data_dir / validate_channel_id(channel_id)
+    try:
+        is_link = stat.S_ISLNK(os.lstat(candidate).st_mode)
+    except FileNotFoundError:
+        is_link = False
+    except OSError:
+        is_link = True  # let the full resolution decide
+    if not is_link:
+        # A valid id is one plain name under the data dir: unless it is a symlink, it resolves
+        # to the resolved data dir plus that name (one lstat instead of a realpath walk).
+        return _resolved_base(data_dir) / channel_id
+    return _inside(data_dir, candidate)
 
 
 def resolve_channel_dir(data_dir: Path, channel_id: str, *, create: bool = False) -> Path:
     """The folder that holds one channel's log and attachments."""
     directory = _channel_dir(data_dir, channel_id)
-    if create:
+    if create and not os.path.isdir(directory):  # one stat, not a failed mkdir, once it exists
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     return directory
 

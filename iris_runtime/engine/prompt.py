@@ -5,24 +5,40 @@ Nothing platform-specific is written here; every such word comes from the profil
 
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 
 from iris_runtime import data_layout
+from iris_runtime.engine.filecache import FileCache
 from iris_runtime.engine.skills import Skill
 from iris_runtime.engine.transport import ChannelInfo, TransportPromptProfile, UserInfo
 
 MAX_IDENTITY_FILE_CHARS = 20_000
 
 
-def _read_optional(path: Path) -> str:
+def _read(path: str) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
     except (OSError, UnicodeDecodeError):
         return ""
     return text[:MAX_IDENTITY_FILE_CHARS].strip()
 
 
-def _skills_section(skills: list[Skill]) -> str:
+_identity_files: FileCache[str] = FileCache(_read, missing=lambda path: "")  # every message
+
+
+@functools.lru_cache(maxsize=64)
+def _identity_paths(workspace: Path) -> tuple[str, str]:
+    return (
+        os.path.join(workspace, data_layout.CONSTITUTION_MD),
+        os.path.join(workspace, data_layout.MEMORY_MD),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _skills_section(skills: tuple[Skill, ...]) -> str:  # the same skills message after message
     if not skills:
         return "No skills are installed."
     lines = [
@@ -40,8 +56,9 @@ def build_system_prompt(
     users: list[UserInfo],
     extra_sections: list[str] | None = None,
 ) -> str:
-    constitution = _read_optional(workspace / data_layout.CONSTITUTION_MD)
-    memory = _read_optional(workspace / data_layout.MEMORY_MD)
+    constitution_md, memory_md = _identity_paths(workspace)
+    constitution = _identity_files.get(constitution_md)
+    memory = _identity_files.get(memory_md)
     parts = [
         profile.identity_line,
         f"## Constitution\n{constitution}" if constitution else "",
@@ -52,7 +69,7 @@ def build_system_prompt(
         f"## Staying silent\n{profile.silent_note}",
         f"## Files\n{profile.attach_note}\nAttachments from the user arrive inside "
         f"<{profile.attachments_tag_name}> tags.",
-        f"## Skills\n{_skills_section(skills)}",
+        f"## Skills\n{_skills_section(tuple(skills))}",
         *(extra_sections or []),
         f"Your workspace is {workspace}.",
     ]

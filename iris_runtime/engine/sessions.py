@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,8 @@ log = logging.getLogger(__name__)
 LOG_NAME = "log.jsonl"
 MAX_CACHED_CHANNELS = 512
 MAX_CONTEXT_MESSAGES = 400
+_TEXT = operator.attrgetter("text")
+_APPEND_FLAGS = os.O_RDWR | os.O_CREAT | os.O_APPEND  # read: the last byte, see _append
 
 
 def _entry_to_message(entry: dict[str, Any]) -> Message | None:
@@ -34,6 +38,32 @@ def _entry_to_message(entry: dict[str, Any]) -> Message | None:
     if role not in {"user", "assistant"} or not isinstance(text, str) or not text:
         return None
     return Message(role=role, text=text)
+
+
+class History(list[Message]):
+    """A channel's context, which also knows the total length of its texts: kept as messages
+    come and go, so the compaction check on every message need not sum a long conversation."""
+
+    chars: int
+
+    def __init__(self, messages: Iterable[Message] = ()) -> None:
+        super().__init__(messages)
+        self.chars = sum(map(len, map(_TEXT, self)))
+
+    def copy(self) -> History:
+        twin = History.__new__(History)
+        list.__init__(twin, self)
+        twin.chars = self.chars
+        return twin
+
+    def add(self, message: Message, limit: int) -> None:
+        """Append ``message``, then drop the oldest beyond ``limit``."""
+        self.append(message)
+        self.chars += len(message.text)
+        excess = len(self) - limit
+        if excess > 0:
+            self.chars -= sum(map(len, map(_TEXT, self[:excess])))
+            del self[:excess]
 
 
 SUMMARY_HEADER = "[Summary of the earlier conversation]"
@@ -124,10 +154,19 @@ class SessionStore:
         self._data_dir = data_dir
         self._lock = threading.Lock()
         self._channel_locks: dict[str, threading.Lock] = {}
-        self._contexts: OrderedDict[str, list[Message]] = OrderedDict()
+        self._contexts: OrderedDict[str, History] = OrderedDict()
+        # Each log's size right after our last append to it: a log still that size needs no
+        # look at its last byte before the next one.
+        self._sizes: OrderedDict[str, int] = OrderedDict()
 
     def log_path(self, channel: str) -> Path:
         return resolve_channel_dir(self._data_dir, channel) / LOG_NAME
+
+    def _log_file(self, channel: str, *, create_dir: bool = False) -> str:
+        # os.path, not pathlib: this runs on every append and a pathlib join costs more than it.
+        return os.path.join(
+            resolve_channel_dir(self._data_dir, channel, create=create_dir), LOG_NAME
+        )
 
     def _channel_lock(self, channel: str) -> threading.Lock:
         with self._lock:
@@ -136,26 +175,45 @@ class SessionStore:
     # -- writing ------------------------------------------------------------------------------
 
     def _append(self, channel: str, entry: dict[str, Any]) -> None:
+        """Append one line (the caller holds the channel's lock)."""
         entry = {"ts": round(time.time(), 6), **entry}
         line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
-        path = resolve_channel_dir(self._data_dir, channel, create=True) / LOG_NAME
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
-            # A crash mid-write can leave a torn last line; start ours on a fresh one.
-            if os.fstat(fd).st_size and not _ends_with_newline(path):
+            fd = os.open(self._log_file(channel), _APPEND_FLAGS, 0o600)
+        except FileNotFoundError:  # the channel's first entry: its folder comes first
+            fd = os.open(self._log_file(channel, create_dir=True), _APPEND_FLAGS, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            # A crash mid-write can leave a torn last line; start ours on a fresh one. A file
+            # still the size our own last line left it ends with that line's newline.
+            if size and self._known_size(channel) != size and not _ends_with_newline(fd, size):
                 line = "\n" + line
-            os.write(fd, line.encode("utf-8"))
+            data = line.encode("utf-8")
+            written = os.write(fd, data)
         finally:
             os.close(fd)
+        self._remember_size(channel, size + written if written == len(data) else None)
+
+    def _known_size(self, channel: str) -> int | None:
+        with self._lock:
+            return self._sizes.get(channel)
+
+    def _remember_size(self, channel: str, size: int | None) -> None:
+        with self._lock:
+            self._sizes.pop(channel, None)
+            if size is not None:
+                self._sizes[channel] = size
+                while len(self._sizes) > MAX_CACHED_CHANNELS:
+                    self._sizes.popitem(last=False)
 
     def append_message(self, channel: str, role: str, text: str, **extra: Any) -> None:
+        entry = {"type": "message", "role": role, "text": text, **extra}
         with self._channel_lock(channel):
-            self._append(channel, {"type": "message", "role": role, "text": text, **extra})
+            self._append(channel, entry)
             context = self._cached(channel)
-            message = _entry_to_message({"type": "message", "role": role, "text": text, **extra})
+            message = _entry_to_message(entry)
             if context is not None and message is not None:
-                context.append(message)
-                del context[:-MAX_CONTEXT_MESSAGES]
+                context.add(message, MAX_CONTEXT_MESSAGES)
 
     def append_marker(self, channel: str, kind: str, **fields: Any) -> None:
         """A non-message entry (e.g. a delegated request's id): in the log, not in the context."""
@@ -165,16 +223,18 @@ class SessionStore:
     def reset(self, channel: str) -> None:
         with self._channel_lock(channel):
             self._append(channel, {"type": "reset"})
-            self._store_context(channel, [])
+            self._store_context(channel, History())
 
     # -- reading ------------------------------------------------------------------------------
 
     def entries(self, channel: str, *, since_reset: bool = False) -> list[dict[str, Any]]:
-        path = self.log_path(channel)
-        if not path.exists():
-            return []
+        path = self._log_file(channel)
         out: list[dict[str, Any]] = []
-        with path.open(encoding="utf-8", errors="replace") as handle:
+        try:
+            handle = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            return []
+        with handle:
             for number, raw in enumerate(handle, 1):
                 if not raw.strip():
                     continue
@@ -187,14 +247,14 @@ class SessionStore:
                     out.append(entry)
         return since_last_reset(out) if since_reset else out
 
-    def context(self, channel: str) -> list[Message]:
+    def context(self, channel: str) -> History:
         """The conversation so far (since the last reset), replayed from disk on first use."""
         with self._channel_lock(channel):
             cached = self._cached(channel)
             if cached is None:
-                cached = replay(self.entries(channel, since_reset=True))
+                cached = History(replay(self.entries(channel, since_reset=True)))
                 self._store_context(channel, cached)
-            return list(cached)
+            return cached.copy()
 
     def compact(self, channel: str, summary: str, kept: int, run_id: str) -> None:
         """Replace the context before run ``run_id``'s user message, all but its last ``kept``
@@ -207,14 +267,14 @@ class SessionStore:
             with self._lock:
                 self._contexts.pop(channel, None)
 
-    def _cached(self, channel: str) -> list[Message] | None:
+    def _cached(self, channel: str) -> History | None:
         with self._lock:
             context = self._contexts.get(channel)
             if context is not None:
                 self._contexts.move_to_end(channel)
             return context
 
-    def _store_context(self, channel: str, messages: list[Message]) -> None:
+    def _store_context(self, channel: str, messages: History) -> None:
         with self._lock:
             self._contexts[channel] = messages
             self._contexts.move_to_end(channel)
@@ -222,7 +282,5 @@ class SessionStore:
                 self._contexts.popitem(last=False)
 
 
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) == b"\n"
+def _ends_with_newline(fd: int, size: int) -> bool:
+    return os.pread(fd, 1, size - 1) == b"\n"

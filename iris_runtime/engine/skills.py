@@ -13,12 +13,15 @@ lists, and text continued on the following lines.
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from iris_runtime import data_layout
+from iris_runtime.engine.filecache import FileCache
 from iris_runtime.secrets.backend import SECRET_NAME_RE
 
 log = logging.getLogger(__name__)
@@ -177,13 +180,33 @@ def load_skill(folder: Path) -> Skill | None:
     )
 
 
+def _subfolders(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*") if p.is_dir())
+
+
+def _skill_of(skill_md: str) -> Skill | None:
+    return load_skill(Path(skill_md).parent)
+
+
+@functools.lru_cache(maxsize=1024)
+def _joined(folder: Path, name: str) -> str:
+    # A pathlib join per skill per message was most of what the cache left.
+    return os.path.join(folder, name)
+
+
+# A run lists the skills on every message; these keep it to a few stats (see filecache).
+_listings: FileCache[list[Path]] = FileCache(
+    lambda folder: _subfolders(Path(folder)), missing=lambda folder: []
+)
+_skills: FileCache[Skill | None] = FileCache(_skill_of, missing=_skill_of)
+
+
 def discover_skills(workspace: Path, extra: list[Path]) -> list[Skill]:
     """Skills in ``workspace/skills/*`` plus folders registered by plugins; first name wins."""
-    own = workspace / data_layout.SKILLS_DIR
-    folders = sorted(p for p in own.glob("*") if p.is_dir()) + list(extra)
+    folders = [*_listings.get(_joined(workspace, data_layout.SKILLS_DIR)), *extra]
     seen: dict[str, Skill] = {}
     for folder in folders:
-        skill = load_skill(folder)
+        skill = _skills.get(_joined(folder, "SKILL.md"))
         if skill and skill.name not in seen:
             seen[skill.name] = skill
     return list(seen.values())

@@ -18,6 +18,7 @@ id; when they are gone (a restart), that one request goes without thinking rathe
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Generator, Iterator, Mapping
@@ -48,6 +49,7 @@ from iris_runtime.engine.provider import (
     Usage,
 )
 from iris_runtime.errors import ConfigError
+from iris_runtime.providers import interrupt
 from iris_runtime.providers.keys import KeyResolver, env_key
 from iris_runtime.providers.models import ModelInfo, resolve_model
 from iris_runtime.providers.retry import (
@@ -66,6 +68,9 @@ KEY_VAR = "ANTHROPIC_API_KEY"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MIN_THINKING_BUDGET = 1024
 SIGNED_TURNS_KEPT = 256
+# How long the end of a response may take after its final event before the connection is
+# dropped instead of reused.
+DRAIN_SECONDS = 0.25
 _EPHEMERAL: CacheControlEphemeralParam = {"type": "ephemeral"}
 
 
@@ -221,6 +226,18 @@ class _Reply:
                 block["signature"] = delta.signature
 
 
+def _read_to_end(events: Iterator[RawMessageStreamEvent]) -> None:
+    """Read what follows ``message_stop`` (normally only the end of the body, sent with it), so
+    the connection goes back to the pool instead of being closed and opened again next turn.
+    Never for long (``DRAIN_SECONDS``), and never for a call whose waits nothing bounds; what
+    goes wrong here is not reported: the answer is complete."""
+    if not interrupt.within(DRAIN_SECONDS):
+        return
+    with contextlib.suppress(Exception):
+        for _ in events:
+            pass
+
+
 class AnthropicProvider(RetryingProvider[anthropic.Anthropic, _Call]):
     name = "anthropic"
 
@@ -301,7 +318,8 @@ class AnthropicProvider(RetryingProvider[anthropic.Anthropic, _Call]):
                     self._signed.put(reply.call_ids[0], list(reply.thinking.values()))
                 usage = replace(reply.usage, cost_usd=call.model.price.cost(reply.usage))
                 yield Done(reply.stop_reason, usage)
-                return  # without waiting for the server to close the stream
+                _read_to_end(events)
+                return
         yield Failure("stream ended without a final event", True)
 
     def _status_failure(self, exc: anthropic.APIStatusError) -> Failure:

@@ -11,9 +11,11 @@ visible to the user as a :class:`Notice` and interruptible by ``abort``.
   long to wait (``retry-after-ms``, ``retry-after`` in seconds or as an HTTP date).
 - 400, 401, 403 and other 4xx are final: retrying cannot fix a bad request or a bad key.
 
-Each attempt runs in a daemon thread (:func:`relay`) so that a stop lands within ``POLL_SECONDS``
-even while the SDK is blocked reading a silent socket; the abandoned thread ends at its next
-event or at the read timeout.
+Each attempt runs on the caller's thread (:func:`guarded`); a stop or a stall interrupts the
+SDK's blocked I/O from one shared watcher thread (see :mod:`.interrupt` for how and why), so a
+stop lands within ``POLL_SECONDS`` even while the SDK is blocked reading a silent socket. An SDK
+client whose I/O cannot be tracked falls back to :func:`relay`: the attempt in a daemon thread
+of its own, abandoned on a stop (it ends at its next event or at the read timeout).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from iris_runtime.config import Settings
 from iris_runtime.engine.provider import Notice, ProviderError, ProviderEvent, ProviderRequest
 from iris_runtime.engine.tools import RAW_ARGUMENTS
 from iris_runtime.errors import ConfigError
+from iris_runtime.providers import interrupt
 from iris_runtime.providers.keys import ClientCache, KeyResolver, KeyUnavailable, missing_key
 from iris_runtime.providers.models import ModelInfo, resolve_model
 
@@ -48,7 +51,7 @@ MAX_DELAY = 30.0
 # A server asking for a longer pause than this is saying "not now": give up instead of
 # holding a run for minutes.
 MAX_RETRY_AFTER = 60.0
-POLL_SECONDS = 0.05
+POLL_SECONDS = interrupt.POLL_SECONDS
 # The SDK's own read timeout fires first on a silent socket; this backstop also catches a stream
 # that only ever sends keep-alives.
 STALL_GRACE = 2.0
@@ -194,6 +197,47 @@ def parse_arguments(raw: str) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {RAW_ARGUMENTS_KEY: raw}
 
 
+def _stalled(limit: float) -> Failure:
+    return Failure(f"no data for {limit:g}s (stream stalled)", True)
+
+
+def _internal_error(exc: Exception) -> Failure:
+    log.exception("provider stream failed")
+    return Failure("internal error", False, f"{type(exc).__name__}: {exc}")
+
+
+def guarded(
+    produce: Callable[[], Generator[Item, None, None]],
+    abort: threading.Event,
+    stall_seconds: float,
+) -> Iterator[Item]:
+    """Run ``produce`` on this thread, its I/O interrupted when ``abort`` is set or nothing
+    arrives for ``stall_seconds`` + ``STALL_GRACE`` (see :mod:`.interrupt`): the same contract
+    as :func:`relay` without its thread and queue."""
+    limit = stall_seconds + STALL_GRACE
+    watch = interrupt.watch_call(abort, limit)
+    source = produce()
+    try:
+        while not abort.is_set():
+            previous = interrupt.enter_thread(watch)
+            try:
+                item = next(source, None)
+            except Exception as exc:  # a bug here must not hide why the call ended
+                item = _internal_error(exc)
+            finally:
+                interrupt.enter_thread(previous)
+            if item is None or abort.is_set():
+                return
+            if isinstance(item, Failure) and watch.cut == "stall":
+                item = _stalled(limit)  # the broken connection was our doing
+            watch.touch()
+            yield item
+    finally:
+        interrupt.unwatch(watch)
+        with interrupt.watching(watch):
+            source.close()  # closes the SDK stream (and its connection)
+
+
 def relay(
     produce: Callable[[], Generator[Item, None, None]],
     abort: threading.Event,
@@ -217,8 +261,7 @@ def relay(
                 if stop.is_set() or abort.is_set():
                     break
         except Exception as exc:  # a bug here must not leave the caller waiting forever
-            log.exception("provider stream failed")
-            items.put(Failure("internal error", False, f"{type(exc).__name__}: {exc}"))
+            items.put(_internal_error(exc))
         finally:
             source.close()  # closes the SDK stream (and its connection) in this thread
             items.put(None)
@@ -232,7 +275,7 @@ def relay(
                 item = items.get(timeout=poll)
             except queue.Empty:
                 if time.monotonic() > deadline:
-                    yield Failure(f"no data for {limit:g}s (stream stalled)", True)
+                    yield _stalled(limit)
                     return
                 continue
             if item is None:
@@ -318,7 +361,7 @@ class RetryingProvider(ABC, Generic[ClientT, CallT]):
         self.timeout = settings.provider_stream_timeout_seconds
         self.retry_policy = retry_policy or RetryPolicy(settings.provider_max_retries)
         self._models = {model.id: model}
-        self._clients = ClientCache(self.new_client)
+        self._clients = ClientCache(self._tracked_client)
 
     def stream(self, request: ProviderRequest, abort: threading.Event) -> Iterator[ProviderEvent]:
         try:
@@ -334,10 +377,11 @@ class RetryingProvider(ABC, Generic[ClientT, CallT]):
         except ConfigError as exc:
             yield ProviderError(f"{self.name}: {exc.message}")
             return
-        client = self._clients.get(key)
+        client, tracked = self._clients.get(key)
+        run = guarded if tracked else relay
 
         def attempt() -> Iterator[Item]:
-            return relay(lambda: self.attempt(client, call), abort, self.timeout)
+            return run(lambda: self.attempt(client, call), abort, self.timeout)
 
         yield from run_with_retries(self.name, attempt, self.retry_policy, abort)
 
@@ -348,6 +392,14 @@ class RetryingProvider(ABC, Generic[ClientT, CallT]):
             settings = replace(self.settings, model=name)
             self._models[name] = resolve_model(settings, self.name, self.base_url)
         return self._models[name]
+
+    def _tracked_client(self, key: str) -> tuple[ClientT, bool]:
+        """A new client, and whether its I/O could be made interruptible (see :func:`guarded`)."""
+        client = self.new_client(key)
+        tracked = interrupt.track(client)
+        if not tracked:
+            log.warning("%s: cannot track the SDK's connections; stops use a thread", self.name)
+        return client, tracked
 
     @abstractmethod
     def new_client(self, key: str) -> ClientT:

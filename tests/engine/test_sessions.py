@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from iris_runtime.engine.provider import Message
 from iris_runtime.engine.sessions import SessionStore, summary_messages
 
@@ -69,3 +71,23 @@ def test_a_marker_written_before_runs_were_named_still_replays_whole(tmp_path: P
         Message("user", "u3"),
         Message("assistant", "a3"),
     ]
+
+
+def test_the_context_knows_its_length_through_appends_trims_and_resets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("iris_runtime.engine.sessions.MAX_CONTEXT_MESSAGES", 3)
+    store = SessionStore(tmp_path)
+    store.context("SESSION-a")  # cached from here on, kept up to date by appends
+
+    def consistent() -> bool:
+        context = store.context("SESSION-a")
+        return context.chars == sum(len(m.text) for m in context)
+
+    for text in ("one", "three", "fifteen", "x" * 40, "y"):
+        store.append_message("SESSION-a", "user", text)
+        assert consistent()
+    assert [m.text for m in store.context("SESSION-a")] == ["fifteen", "x" * 40, "y"]
+    store.reset("SESSION-a")
+    assert consistent() and store.context("SESSION-a").chars == 0
+    assert SessionStore(tmp_path).context("SESSION-a").chars == 0  # replayed from disk
