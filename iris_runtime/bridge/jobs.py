@@ -42,6 +42,8 @@ class Job:
         self.request_id = request_id
         self.path = path
         self.events: list[Event] = []
+        # Each event as a stream line (no "ts"), serialized once: the log line is built from it.
+        self.lines: list[str] = []
         self._changed = threading.Condition()
         # The log's descriptor (O_APPEND), opened once and closed after the terminal event:
         # an event costs one write(2), which puts its line in the file as before.
@@ -56,17 +58,14 @@ class Job:
         with self._changed:
             if self.done:
                 return None
-            event = {
-                "type": kind,
-                **fields,
-                "seq": len(self.events) + 1,
-                "ts": round(time.time(), 3),
-            }
-            line = json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n"
+            event = {"type": kind, **fields, "seq": len(self.events) + 1}
+            shown = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+            event["ts"] = ts = round(time.time(), 3)
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-            os.write(self._fd, line.encode("utf-8"))
+            os.write(self._fd, f'{shown[:-1]},"ts":{ts}}}\n'.encode())
             self.events.append(event)
+            self.lines.append(shown + "\n")
             if kind in TERMINAL_TYPES:
                 self._close()
             self._changed.notify_all()
@@ -88,6 +87,14 @@ class Job:
             if len(self.events) <= seq:
                 self._changed.wait(timeout)
             return self.events[seq:]
+
+    def wait_lines_after(self, seq: int, timeout: float) -> tuple[str, bool]:
+        """The stream lines of the events after ``seq`` (waiting up to ``timeout`` for one), as
+        one text, and whether they end the job."""
+        with self._changed:
+            if len(self.lines) <= seq:
+                self._changed.wait(timeout)
+            return "".join(self.lines[seq:]), self.done
 
 
 class JobStore:

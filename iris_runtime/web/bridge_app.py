@@ -57,15 +57,16 @@ def _stream(job: Job, heartbeat_seconds: float) -> Iterator[str]:
     yield _line({"type": "accepted", "requestId": job.request_id, "protocol": PROTOCOL_VERSION})
     seen = 0
     while True:
-        events = job.wait_after(seen, heartbeat_seconds)
-        if not events:
+        # Events that arrived together go out in one write; each line was serialized once, when
+        # it was logged.
+        lines, done = job.wait_lines_after(seen, heartbeat_seconds)
+        if not lines:
             yield '{"type":"heartbeat"}\n'
             continue
-        for event in events:
-            seen = event["seq"]
-            yield _line(event)
-            if event["type"] in TERMINAL_TYPES:
-                return
+        seen += lines.count("\n")
+        yield lines
+        if done:  # the terminal line was among them
+            return
 
 
 def _wait_for_end(job: Job) -> Event:
