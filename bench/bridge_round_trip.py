@@ -47,7 +47,7 @@ from _common import (
 )
 
 BENCH = "bridge_round_trip"
-P50_TARGET_RATIO = 3.0  # bridge p50 within 3x of the bare echo
+P50_TARGET_RATIO = 2.0  # bridge p50 within 2x of the bare echo
 REPLY = "ok"
 NDJSON = "application/x-ndjson"
 KINDS = ("echo", "stream", "plain")

@@ -36,7 +36,7 @@ from _common import (
 
 BENCH = "cold_start"
 COLD_START_TARGET_S = 1.5  # Popen -> first 200 from /health
-IDLE_RSS_TARGET_MB = 80.0  # master + worker, idle
+IDLE_RSS_TARGET_MB = 70.0  # master + worker, idle
 
 
 def cold_start(kind: str, workdir: Path) -> float:

@@ -38,7 +38,8 @@ from _common import (
 )
 
 BENCH = "message_latency"
-P50_TARGET_RATIO = 3.0  # iris p50 within 3x of the bare echo
+P50_TARGET_RATIO = 1.5  # iris p50 within 1.5x of the bare echo
+THROUGHPUT_TARGET_RATIO = 0.8  # and at least 0.8x its requests per second
 BODY = {"text": "ping"}
 
 
@@ -173,6 +174,12 @@ def main() -> int:
     met = p50_ratio is not None and p50_ratio <= P50_TARGET_RATIO
     print(
         f"target p50 <= {P50_TARGET_RATIO:g}x echo: {'met' if met else 'MISSED'}",
+        file=sys.stderr,
+    )
+    rate = ratio(iris_r.requests_per_s, echo_r.requests_per_s)
+    met = rate is not None and rate >= THROUGHPUT_TARGET_RATIO
+    print(
+        f"target throughput >= {THROUGHPUT_TARGET_RATIO:g}x echo: {'met' if met else 'MISSED'}",
         file=sys.stderr,
     )
     return 0
