@@ -59,7 +59,8 @@ class Job:
             if self.done:
                 return None
             event = {"type": kind, **fields, "seq": len(self.events) + 1}
-            shown = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+            event.pop("ts", None)  # ours alone
+            shown = _serialized(event)
             event["ts"] = ts = round(time.time(), 3)
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
@@ -95,6 +96,17 @@ class Job:
             if len(self.lines) <= seq:
                 self._changed.wait(timeout)
             return "".join(self.lines[seq:]), self.done
+
+
+def _serialized(event: Event) -> str:
+    """One JSON line, UTF-8 where it can be; a lone surrogate (which no UTF-8 can carry) makes
+    the whole line ASCII with escapes, so the event is still logged and streamed."""
+    line = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    try:
+        line.encode()
+    except UnicodeEncodeError:
+        return json.dumps(event, separators=(",", ":"))
+    return line
 
 
 class JobStore:

@@ -95,10 +95,20 @@ class BridgeService:
             job.append("error", error=exc.message, code=exc.code, requestId=request_id)
             self.jobs.finished(job)
             return job
+        except Exception:  # a bug: the log still ends, so no caller waits on it forever
+            job.append("error", error="internal error", code="internal_error", requestId=request_id)
+            self.jobs.finished(job)
+            raise
         ticket.add_done_callback(lambda result: self._finish(job, result))
         return job
 
     def _finish(self, job: Job, result: RunResult) -> None:
+        try:
+            self._append_outcome(job, result)
+        finally:
+            self.jobs.finished(job)  # the log's descriptor is released whatever happened
+
+    def _append_outcome(self, job: Job, result: RunResult) -> None:
         if result.status == "cancelled" or result.error_code == "shutting_down":
             job.append(
                 "error",
@@ -119,4 +129,3 @@ class BridgeService:
                 usage=usage_to_json(result.usage),
                 **({"silent": True} if silent else {}),
             )
-        self.jobs.finished(job)

@@ -158,7 +158,13 @@ class Lane:
         """A lane thread: do admitted work, then wait a while for more."""
         item = self._next(wait=False)
         while item is not None:
-            self._execute(item)
+            try:
+                self._execute(item)
+            except BaseException:  # SystemExit from a plugin: count this thread out, then go
+                with self._cond:
+                    self._running -= 1
+                    self._cond.notify_all()
+                raise
             item = self._next(wait=True)
 
     def _next(self, *, wait: bool) -> QueuedWork | None:

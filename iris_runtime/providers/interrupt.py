@@ -11,7 +11,7 @@ Here the SDK iterates on the caller's thread and a stop interrupts its I/O inste
 
 - every connection of an SDK client's pool goes through :class:`_TrackedBackend`, whose streams
   record, for the duration of each blocking read, write or TLS handshake, which socket the
-  calling thread waits on (only while that thread runs a :func:`guarded` call);
+  calling thread waits on (only while that thread runs a ``retry.guarded`` call);
 - one shared watcher thread for all calls checks, every ``POLL_SECONDS``, each call's ``abort``
   and stall deadline, and interrupts a call by ``shutdown(SHUT_RDWR)`` of that socket: unlike
   ``close()``, which leaves a ``recv`` in another thread blocked, a shutdown wakes it at once
@@ -20,7 +20,9 @@ Here the SDK iterates on the caller's thread and a stop interrupts its I/O inste
   once interrupted every further I/O of the call fails at once;
 - a new connection (DNS lookup and TCP connect, which expose no socket to shut down while they
   block) is made on a short-lived helper thread that the caller waits for in ``POLL_SECONDS``
-  steps; connections are pooled, so that costs one thread per new connection, not per call.
+  steps; connections are pooled, so that costs one thread per new connection, not per call
+  (the Anthropic provider reads each response to its end so its connection is reused; the
+  OpenAI SDK stops at ``[DONE]``, so there every call still opens one).
 
 Measured (in-process turns as in ``bench/provider_overhead.py``, the three variants interleaved in
 one process against the zero-latency fake; bare SDK call 1.77 ms p50):
@@ -42,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import os
 import socket
 import threading
@@ -80,8 +83,12 @@ class Watch:
         self._stream: httpcore2.NetworkStream | None = None
 
     def touch(self) -> None:
-        """Something arrived: the stall clock starts again."""
+        """The call waits for the server again: the stall clock starts again."""
         self.deadline = time.monotonic() + self.limit
+
+    def pause(self) -> None:
+        """The caller has an item and takes its time with it: that is no stall."""
+        self.deadline = math.inf
 
     def enter(self, stream: httpcore2.NetworkStream) -> None:
         with self._lock:
@@ -149,8 +156,9 @@ class _Watcher:
         with self._cond:
             self._watches.add(watch)
             if not self._started:
+                thread = threading.Thread(target=self._run, name="iris-provider-watch", daemon=True)
+                thread.start()  # may raise (no thread left): the next call tries again
                 self._started = True
-                threading.Thread(target=self._run, name="iris-provider-watch", daemon=True).start()
             elif self._idle:
                 self._cond.notify()
 
@@ -172,10 +180,13 @@ class _Watcher:
             if watches:
                 quiet_since = now
             for watch in watches:
-                if watch.abort.is_set():
-                    watch.interrupt("abort")
-                elif now > watch.deadline:
-                    watch.interrupt("stall")
+                try:
+                    if watch.abort.is_set():
+                        watch.interrupt("abort")
+                    elif now > watch.deadline:
+                        watch.interrupt("stall")
+                except Exception:  # this thread must outlive any one call's failure
+                    log.exception("could not interrupt a provider call")
             time.sleep(POLL_SECONDS)
 
 

@@ -215,10 +215,13 @@ def guarded(
     arrives for ``stall_seconds`` + ``STALL_GRACE`` (see :mod:`.interrupt`): the same contract
     as :func:`relay` without its thread and queue."""
     limit = stall_seconds + STALL_GRACE
+    source = produce()  # before the watch: a produce() that raises leaves nothing watched
     watch = interrupt.watch_call(abort, limit)
-    source = produce()
     try:
         while not abort.is_set():
+            # The stall clock runs while we wait for the server, not while the caller handles
+            # the previous item (a transport may take its time).
+            watch.touch()
             previous = interrupt.enter_thread(watch)
             try:
                 item = next(source, None)
@@ -230,12 +233,12 @@ def guarded(
                 return
             if isinstance(item, Failure) and watch.cut == "stall":
                 item = _stalled(limit)  # the broken connection was our doing
-            watch.touch()
+            watch.pause()
             yield item
     finally:
-        interrupt.unwatch(watch)
-        with interrupt.watching(watch):
+        with interrupt.watching(watch):  # still watched: a close that blocks can be cut too
             source.close()  # closes the SDK stream (and its connection)
+        interrupt.unwatch(watch)
 
 
 def relay(
@@ -340,7 +343,7 @@ CallT = TypeVar("CallT")
 
 class RetryingProvider(ABC, Generic[ClientT, CallT]):
     """A provider over an SDK: key check, model lookup, one client per key, and attempts run
-    through :func:`relay` and :func:`run_with_retries`. Subclasses build the SDK client and the
+    through :func:`guarded` and :func:`run_with_retries`. Subclasses build the SDK client and the
     call, and run one attempt, yielding events and at most one :class:`Failure`."""
 
     name = ""

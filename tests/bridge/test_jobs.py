@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -65,3 +66,17 @@ def test_the_sweep_removes_only_old_finished_logs(tmp_path: Path) -> None:
     assert store.sweep(3600) == 1
     assert sorted(p.stem for p in (tmp_path / "bridge-jobs").glob("*.jsonl")) == ["fresh", "live"]
     assert live.request_id == "live"
+
+
+def test_a_lone_surrogate_is_logged_and_streamed_escaped(tmp_path: Path) -> None:
+    """No UTF-8 can carry a lone surrogate: the event is written with ASCII escapes instead of
+    failing, so the log still ends and the stream still gets its final line."""
+    store = JobStore(tmp_path)
+    job = store.create("req-surrogate")
+    job.append("final", text="broken \ud800 text", status="done")
+    store.finished(job)
+    lines, done = job.wait_lines_after(0, 0)
+    assert done and lines.isascii() and json.loads(lines)["text"] == "broken \ud800 text"
+    logged = json.loads(job.path.read_text(encoding="utf-8"))
+    assert logged["text"] == "broken \ud800 text" and logged["seq"] == 1 and "ts" in logged
+    assert store.read("req-surrogate", 0) == ([job.events[0]], True)

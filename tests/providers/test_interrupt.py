@@ -16,7 +16,7 @@ import pytest
 
 from iris_runtime.engine.provider import Done, TextDelta
 from iris_runtime.providers import anthropic, interrupt
-from iris_runtime.testing.fake_llm import FakeAnthropic, FakeOpenAI, Reply, Text
+from iris_runtime.testing.fake_llm import FakeAnthropic, FakeOpenAI, Reply, Stall, Text
 from tests.providers.common import HELLO, claude, collect, gpt, only_error, settings
 
 Serve = Callable[[socket.socket], None]
@@ -143,3 +143,23 @@ def test_a_stop_abandons_a_connect_that_hangs() -> None:
         interrupt.unwatch(watch)
         release.set()
     assert time.monotonic() - started < 1
+
+
+def test_time_the_caller_spends_on_an_event_is_not_a_stall(
+    tmp_path: Path, fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transport may take its time with an event (a rate-limited edit); only the server's
+    silence counts towards the stall limit."""
+    monkeypatch.setattr("iris_runtime.providers.retry.STALL_GRACE", 0.0)
+    fake_anthropic.enqueue(Reply([Text("one"), Stall(0.2), Text("two")]))
+    provider = claude(
+        tmp_path, fake_anthropic, IRIS_PROVIDER_STREAM_TIMEOUT_SECONDS="0.5",
+        IRIS_PROVIDER_MAX_RETRIES="0",
+    )  # fmt: skip
+    events = []
+    for event in provider.stream(HELLO, threading.Event()):
+        events.append(event)
+        if len(events) == 1:
+            time.sleep(1.5)  # three stall limits
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "onetwo"
+    assert isinstance(events[-1], Done)
