@@ -21,11 +21,14 @@ from iris_runtime.config import Settings, ensure_api_token
 from iris_runtime.errors import ConfigError
 from iris_runtime.provision.supervisor import backoff_from
 from iris_runtime.runtime import check_selection, prepare_data_dir
-from iris_runtime.web.capacity import THREAD_STACK_BYTES, server_threads, worker_connections
+from iris_runtime.web.capacity import (
+    THREAD_STACK_BYTES,
+    descriptors_needed,
+    server_threads,
+    worker_connections,
+)
 
 log = logging.getLogger(__name__)
-
-OTHER_DESCRIPTORS = 1024
 
 
 def _runtime_of(worker: Any) -> Any:
@@ -174,9 +177,7 @@ def serve(agent_name: str | None, bridge_port: int | None) -> None:
         err=True,
     )
     _announce_webui(settings)
-    # A connection is a descriptor (a Web UI socket two), plus files, pipes and sockets to models
-    # and sub-agents.
-    raise_open_files_limit(worker_connections(settings) + settings.max_streams + OTHER_DESCRIPTORS)
+    raise_open_files_limit(descriptors_needed(settings))
     IrisServer(settings).run()
 
 

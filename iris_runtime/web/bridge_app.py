@@ -84,11 +84,8 @@ def bridge() -> Response:
     parsed = parse_request(json_object(optional=REQUEST_FIELDS, ignore_unknown=True))
     streamed = NDJSON in request.headers.get("Accept", "")
     slot = hold(STREAMS if streamed else WAITS)  # 503 at the limit, before any job exists
-    try:
+    with slot.released_on_failure():
         job = service.handle(parsed)
-    except BaseException:
-        slot.release()
-        raise
     if streamed:
         response = Response(
             _stream(job, service.settings.bridge_heartbeat_seconds), mimetype=NDJSON

@@ -21,10 +21,11 @@ generators and the Web UI's sockets. Stacks are 1 MiB (:data:`THREAD_STACK_BYTES
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from iris_runtime.config import Settings
 from iris_runtime.errors import IrisError
@@ -41,6 +42,7 @@ THREAD_STACK_BYTES = 1024 * 1024
 # Connections gunicorn keeps beyond its threads: kept-alive clients and ones still sending their
 # request wait in its poller. Past the total it stops accepting, so leave plenty.
 SPARE_CONNECTIONS = 4096
+OTHER_DESCRIPTORS = 1024  # logs, job logs, pipes, sockets to models and sub-agents
 _WARN_EVERY_SECONDS = 10.0
 
 _VARIABLES = {STREAMS: "IRIS_MAX_STREAMS", WAITS: "IRIS_MAX_WAITS"}
@@ -56,6 +58,12 @@ def worker_connections(settings: Settings) -> int:
     return server_threads(settings) + SPARE_CONNECTIONS
 
 
+def descriptors_needed(settings: Settings) -> int:
+    """Open files the configured slots may need: a descriptor per connection, one more per
+    stream (a Web UI socket's selector), and room for files, pipes and outgoing sockets."""
+    return worker_connections(settings) + settings.max_streams + OTHER_DESCRIPTORS
+
+
 class AtCapacity(IrisError):
     code = "at_capacity"
     status = 503
@@ -66,10 +74,9 @@ class AtCapacity(IrisError):
             f"({_VARIABLES.get(kind, kind)}); "
             f"retry in {RETRY_AFTER_SECONDS}s"
         )
-        self.retry_after = RETRY_AFTER_SECONDS
 
     def response_headers(self) -> dict[str, str]:
-        return {"Retry-After": str(self.retry_after)}
+        return {"Retry-After": str(RETRY_AFTER_SECONDS)}
 
 
 class Slot:
@@ -91,6 +98,16 @@ class Slot:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+    @contextlib.contextmanager
+    def released_on_failure(self) -> Iterator[Slot]:
+        """Kept past the block (a stream keeps it until its response closes), unless the block
+        fails: then nothing will ever close, so it is given back now."""
+        try:
+            yield self
+        except BaseException:
+            self.release()
+            raise
 
 
 class HeldRequests:

@@ -35,11 +35,8 @@ def observer_stream(hub: ObserverHub, channel: str, heartbeat_seconds: float) ->
             pending.put_nowait(event)
 
     slot = hold(STREAMS)  # 503 when every stream slot is taken
-    try:
+    with slot.released_on_failure():
         token = hub.register(channel, deliver)  # raises TooManyObservers → 429
-    except BaseException:
-        slot.release()
-        raise
 
     def events() -> Iterator[str]:
         yield ": connected\n\n"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import queue
@@ -29,7 +30,6 @@ import selectors
 import socket
 import threading
 import time
-from functools import partial
 from typing import Any
 
 from gunicorn.workers.gthread import TConn, ThreadWorker
@@ -45,19 +45,36 @@ _TRANSIENT = (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK)
 
 
 class TimedConn(TConn):  # type: ignore[misc]
-    """A connection whose blocking I/O gives up after ``io_timeout`` seconds without progress."""
+    """A connection whose blocking I/O gives up after ``io_timeout`` seconds without progress,
+    and whose graceful close lingers on ``closer`` rather than on the worker's main loop."""
 
-    def __init__(self, cfg: Any, sock: socket.socket, client: Any, server: Any, io: float) -> None:
+    def __init__(
+        self,
+        cfg: Any,
+        sock: socket.socket,
+        client: Any,
+        server: Any,
+        *,
+        io_timeout: float,
+        closer: LingeringCloser,
+    ) -> None:
         super().__init__(cfg, sock, client, server)
-        self.io_timeout = io
+        self.io_timeout = io_timeout
+        self.closer = closer
         if hasattr(socket, "TCP_USER_TIMEOUT") and sock.family != socket.AF_UNIX:
             # Unacknowledged data for this long means the peer is gone (no FIN, no RST).
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(io * 2000))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(io_timeout * 2000))
 
     def init(self) -> None:
         # gunicorn makes the socket blocking (no timeout) before every request; bound it again.
         super().init()
         self.sock.settimeout(self.io_timeout)
+
+    def close(self, graceful: bool = False) -> None:
+        if graceful:
+            self.closer.close(self.sock)
+        else:
+            super().close()
 
 
 class LingeringCloser:
@@ -143,7 +160,9 @@ class IrisWorker(ThreadWorker):  # type: ignore[misc]
         self._out_of_files_logged = 0.0
         super().init_process()
 
+    @functools.cached_property
     def io_timeout(self) -> float:
+        """The app's ``IRIS_IO_TIMEOUT_SECONDS`` (read once: the app is loaded before accepting)."""
         settings = getattr(getattr(self.wsgi, "runtime", None), "settings", None)
         return float(settings.io_timeout_seconds) if settings else DEFAULT_IO_TIMEOUT
 
@@ -154,11 +173,18 @@ class IrisWorker(ThreadWorker):  # type: ignore[misc]
             self._accept_failed(exc)
             return
         self.nr_conns += 1
-        conn = TimedConn(self.cfg, sock, client, listener.getsockname(), self.io_timeout())
+        conn = TimedConn(
+            self.cfg,
+            sock,
+            client,
+            listener.getsockname(),
+            io_timeout=self.io_timeout,
+            closer=self.closer,
+        )
         conn.timeout = time.monotonic() + FIRST_BYTES_SECONDS
         self.pending_conns.append(conn)
         self.poller.register(
-            sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn)
+            sock, selectors.EVENT_READ, functools.partial(self.on_pending_socket_readable, conn)
         )
 
     def _accept_failed(self, exc: OSError) -> None:
@@ -172,13 +198,3 @@ class IrisWorker(ThreadWorker):  # type: ignore[misc]
             self._out_of_files_logged = now
             log.error("cannot accept connections: %s (raise LimitNOFILE)", exc.strerror)
         time.sleep(0.05)
-
-    def finish_request(self, conn: TConn, fs: Any) -> None:
-        conn.close = partial(self._close, conn)
-        super().finish_request(conn, fs)
-
-    def _close(self, conn: TConn, graceful: bool = False) -> None:
-        if graceful:
-            self.closer.close(conn.sock)
-        else:
-            TConn.close(conn)

@@ -163,13 +163,6 @@ class Hub:
             client.send(frame)
         return len(clients)
 
-    def count(self, channel: str | None = None) -> int:
-        """Open sockets (on ``channel``)."""
-        with self._lock:
-            if channel is not None:
-                return len(self._by_channel.get(channel, ()))
-            return sum(len(c) for c in self._by_channel.values())
-
     def close_login(
         self, login: str, code: int = POLICY_VIOLATION, reason: str = "signed out"
     ) -> int:
