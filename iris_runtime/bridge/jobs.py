@@ -60,11 +60,12 @@ class Job:
                 return None
             event = {"type": kind, **fields, "seq": len(self.events) + 1}
             event.pop("ts", None)  # ours alone
-            shown = _serialized(event)
-            event["ts"] = ts = round(time.time(), 3)
+            ts = round(time.time(), 3)
+            shown, logged = _serialized(event, ts)
+            event["ts"] = ts
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-            os.write(self._fd, f'{shown[:-1]},"ts":{ts}}}\n'.encode())
+            os.write(self._fd, logged)
             self.events.append(event)
             self.lines.append(shown + "\n")
             if kind in TERMINAL_TYPES:
@@ -98,15 +99,16 @@ class Job:
             return "".join(self.lines[seq:]), self.done
 
 
-def _serialized(event: Event) -> str:
-    """One JSON line, UTF-8 where it can be; a lone surrogate (which no UTF-8 can carry) makes
-    the whole line ASCII with escapes, so the event is still logged and streamed."""
-    line = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+def _serialized(event: Event, ts: float) -> tuple[str, bytes]:
+    """The stream line (without ``ts``) and the log line (the same plus ``ts``, encoded): one
+    JSON pass. UTF-8 where it can be; a lone surrogate (which no UTF-8 can carry) makes the
+    line ASCII with escapes, so the event is still logged and streamed."""
+    shown = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
     try:
-        line.encode()
+        return shown, f'{shown[:-1]},"ts":{ts}}}\n'.encode()
     except UnicodeEncodeError:
-        return json.dumps(event, separators=(",", ":"))
-    return line
+        shown = json.dumps(event, separators=(",", ":"))
+        return shown, f'{shown[:-1]},"ts":{ts}}}\n'.encode()
 
 
 class JobStore:

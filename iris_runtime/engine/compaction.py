@@ -6,7 +6,6 @@ the *context* by a summary the model writes. The durable log only gains a marker
 from __future__ import annotations
 
 import logging
-import operator
 import threading
 from collections.abc import Iterable
 
@@ -17,11 +16,10 @@ from iris_runtime.engine.provider import (
     ProviderRequest,
     TextDelta,
 )
-from iris_runtime.engine.sessions import History
+from iris_runtime.engine.sessions import History, text_chars
 
 log = logging.getLogger(__name__)
 
-_TEXT = operator.attrgetter("text")
 COMPACT_AT = 0.75  # share of the window the context may fill before compacting
 KEEP_SHARE = 0.25  # share of the window the kept recent turns may take
 SUMMARY_SYSTEM = (
@@ -33,15 +31,19 @@ SUMMARY_SYSTEM = (
 
 def estimate_tokens(texts: Iterable[str]) -> int:
     """About four characters per token: cheap, and deliberately on the safe side."""
-    return sum(map(len, texts)) // 4 + 1
+    return _tokens(sum(map(len, texts)))
+
+
+def _tokens(chars: int) -> int:
+    return chars // 4 + 1
 
 
 def needs_compaction(system: str, history: list[Message], user: Message, window: int) -> bool:
     if len(history) <= 2:
         return False
     # Runs on every message: a stored History already knows its length.
-    chars = history.chars if isinstance(history, History) else sum(map(len, map(_TEXT, history)))
-    return (chars + len(system) + len(user.text)) // 4 + 1 > COMPACT_AT * window
+    chars = history.chars if isinstance(history, History) else text_chars(history)
+    return _tokens(chars + len(system) + len(user.text)) > COMPACT_AT * window
 
 
 def kept_count(history: list[Message], window: int) -> int:

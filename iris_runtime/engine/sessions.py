@@ -40,6 +40,11 @@ def _entry_to_message(entry: dict[str, Any]) -> Message | None:
     return Message(role=role, text=text)
 
 
+def text_chars(messages: Iterable[Message]) -> int:
+    """The total length of the messages' texts (what token estimates are made from)."""
+    return sum(map(len, map(_TEXT, messages)))
+
+
 class History(list[Message]):
     """A channel's context, which also knows the total length of its texts: kept as messages
     come and go, so the compaction check on every message need not sum a long conversation."""
@@ -48,7 +53,7 @@ class History(list[Message]):
 
     def __init__(self, messages: Iterable[Message] = ()) -> None:
         super().__init__(messages)
-        self.chars = sum(map(len, map(_TEXT, self)))
+        self.chars = text_chars(self)
 
     def copy(self) -> History:
         twin = History.__new__(History)
@@ -62,7 +67,7 @@ class History(list[Message]):
         self.chars += len(message.text)
         excess = len(self) - limit
         if excess > 0:
-            self.chars -= sum(map(len, map(_TEXT, self[:excess])))
+            self.chars -= text_chars(self[:excess])
             del self[:excess]
 
 

@@ -69,9 +69,8 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 MIN_THINKING_BUDGET = 1024
 SIGNED_TURNS_KEPT = 256
 # How long the end of a response may take after its final event before the connection is
-# dropped instead of reused.
-# The end of the body normally arrives with message_stop; one that a proxy holds back costs at
-# most this, and the connection is then closed as before.
+# dropped instead of reused. It normally arrives with message_stop; one that a proxy holds back
+# costs at most this.
 DRAIN_SECONDS = 0.02
 _EPHEMERAL: CacheControlEphemeralParam = {"type": "ephemeral"}
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import requests
 
-from iris_runtime.testing.server import IrisServer
+from iris_runtime.testing.server import HttpReply, IrisServer
 from iris_runtime.testing.subagent import NDJSON, SubAgent
 from tests.bridge.conftest import register
 from tests.web.conftest import SSEReader, in_background
@@ -20,9 +22,30 @@ StartIris = Callable[..., IrisServer]
 RULES = [{"when": "occupy", "turns": [[{"sleep": 60}]]}]
 
 
-def test_iris_retries_an_agent_at_capacity_and_delivers_once(
-    start_subagent: StartSub, start_iris: StartIris, tmp_path: Path
-) -> None:
+@dataclass
+class BusyAgent:
+    """Iris with ``helper`` registered, whose one stream slot another caller holds."""
+
+    iris: IrisServer
+    sub: SubAgent
+    occupying: requests.Response
+
+    def ask_until_busy(
+        self, session: str, text: str
+    ) -> tuple[Callable[[float], HttpReply], SSEReader]:
+        """Send ``@helper <text>`` and return once the conversation says the agent is busy."""
+        watch = SSEReader(self.iris, session)
+        pending = in_background(
+            lambda: self.iris.post(f"/sessions/{session}/message", json_body={"text": text})
+        )
+        watch.wait_for(
+            lambda evs: any("busy" in str(e.get("text", "")) for e in evs if e["event"] == "status")
+        )
+        return pending, watch
+
+
+@pytest.fixture
+def busy_agent(start_subagent: StartSub, start_iris: StartIris, tmp_path: Path) -> BusyAgent:
     sub = start_subagent(rules=RULES, IRIS_MAX_STREAMS="1")
     iris = start_iris(IRIS_PROVIDER="scripted", IRIS_SCRIPT_FILE=str(tmp_path / "none.json"))
     register(iris, "helper", sub.bridge_url, token=sub.token)
@@ -34,22 +57,19 @@ def test_iris_retries_an_agent_at_capacity_and_delivers_once(
         timeout=30,
     )
     assert occupying.status_code == 200
+    return BusyAgent(iris, sub, occupying)
 
-    watch = SSEReader(iris, "c1")
-    pending = in_background(
-        lambda: iris.post("/sessions/c1/message", json_body={"text": "@helper hello there"})
-    )
-    watch.wait_for(
-        lambda evs: any("busy" in str(e.get("text", "")) for e in evs if e["event"] == "status")
-    )
-    occupying.close()  # the agent notices at its next heartbeat and frees the slot
+
+def test_iris_retries_an_agent_at_capacity_and_delivers_once(busy_agent: BusyAgent) -> None:
+    pending, watch = busy_agent.ask_until_busy("c1", "@helper hello there")
+    busy_agent.occupying.close()  # the agent notices at its next heartbeat and frees the slot
 
     reply = pending(60)
     assert reply.status == 200, reply.body
     assert reply.json()["text"] == "echo: hello there"
     said = [
         entry
-        for log in sub.server.data_dir.glob("*/log.jsonl")
+        for log in busy_agent.sub.server.data_dir.glob("*/log.jsonl")
         for entry in map(json.loads, log.read_text().splitlines())
         if entry.get("role") == "user" and "hello there" in entry.get("text", "")
     ]
@@ -58,31 +78,14 @@ def test_iris_retries_an_agent_at_capacity_and_delivers_once(
 
 
 def test_a_stop_while_the_agent_is_busy_is_a_stop_and_sends_nothing(
-    start_subagent: StartSub, start_iris: StartIris, tmp_path: Path
+    busy_agent: BusyAgent,
 ) -> None:
-    sub = start_subagent(rules=RULES, IRIS_MAX_STREAMS="1")
-    iris = start_iris(IRIS_PROVIDER="scripted", IRIS_SCRIPT_FILE=str(tmp_path / "none.json"))
-    register(iris, "helper", sub.bridge_url, token=sub.token)
-    occupying = requests.post(
-        f"{sub.bridge_url}/bridge",
-        json={"text": "occupy the only stream", "conversationKey": "other"},
-        headers={"Accept": NDJSON, **sub.auth},
-        stream=True,
-        timeout=30,
-    )
-    assert occupying.status_code == 200
-    watch = SSEReader(iris, "c2")
-    pending = in_background(
-        lambda: iris.post("/sessions/c2/message", json_body={"text": "@helper never mind"})
-    )
-    watch.wait_for(
-        lambda evs: any("busy" in str(e.get("text", "")) for e in evs if e["event"] == "status")
-    )
-    assert iris.post("/sessions/c2/stop").json() == {"stopped": True}
+    pending, watch = busy_agent.ask_until_busy("c2", "@helper never mind")
+    assert busy_agent.iris.post("/sessions/c2/stop").json() == {"stopped": True}
     reply = pending(30)
     assert reply.status == 200, reply.body
     assert reply.json()["status"] == "stopped" and "failed" not in reply.json()["text"]
-    occupying.close()
-    jobs = sub.server.data_dir / "bridge-jobs"
+    busy_agent.occupying.close()
+    jobs = busy_agent.sub.server.data_dir / "bridge-jobs"
     assert len(list(jobs.iterdir())) == 1  # only the occupying request ever became a job
     watch.close()
