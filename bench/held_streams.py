@@ -59,6 +59,7 @@ from _common import (
     write_script,
 )
 from _held_clients import HeldStream, open_bridge, open_socket, open_sse, try_sse
+from cold_start import children
 from webui_round_trip import COOKIE, PASSWORD, Target, login, new_sessions, server_rss
 
 BENCH = "held_streams"
@@ -77,8 +78,6 @@ class Server:
 
 
 def worker_cpu_s(master: int) -> float:
-    from cold_start import children
-
     total = 0.0
     for pid in children(master):
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
