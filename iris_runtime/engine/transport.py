@@ -190,6 +190,28 @@ class SessionInjector(Protocol):
     def reset_session_context(self, channel_id: str) -> None: ...
 
 
+@runtime_checkable
+class LoggedMessagePoster(Protocol):
+    """Optional: transports that can show a message the engine has already logged.
+
+    A sub-agent's announce is written to the origin chat's session log by Iris itself (so the
+    conversation remembers it and a restart never posts it twice); the transport only shows it,
+    in the thread it came from. Transports without this get ``post_message``."""
+
+    def show_logged_message(self, channel_id: str, text: str, thread: str | None) -> str:
+        """Post ``text`` in ``channel_id`` (inside ``thread`` when given: the thread id the
+        transport put on the inbound event) without logging it again; return the message id."""
+        ...
+
+
+@runtime_checkable
+class ChannelEventSink(Protocol):
+    """Optional: transports that show events happening in a channel outside any run, such as a
+    background sub-agent being spawned or finishing (the Web UI draws a card for each)."""
+
+    def on_channel_event(self, channel_id: str, event: dict[str, Any]) -> None: ...
+
+
 def clip_status(text: str) -> str:
     """Status lines are single-line and at most 200 characters."""
     line = " ".join(text.split())
