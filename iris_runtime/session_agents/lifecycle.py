@@ -167,7 +167,7 @@ class Lifecycle:
             return
         if status != "success":
             self._forget(record)
-            self.finish(run_id, status, notes, result.usage, None, task_text=result.text)
+            self.finish(run_id, status, notes, result.usage, None)
             return
         live.phase, live.task_result = "announce", result
         self._store.update_run(run_id, state="announcing", usage=_usage_text(result.usage))

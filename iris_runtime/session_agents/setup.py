@@ -29,7 +29,7 @@ from iris_runtime.session_agents.config import (
 )
 from iris_runtime.session_agents.profiles import instructions, load_profiles
 
-NESTING_REFUSAL = "sub-agents cannot spawn sub-agents or use the session tools (spec: no nesting)"
+NESTING_REFUSAL = "sub-agents cannot spawn sub-agents or use the session tools (no nesting)"
 # agents_list only answers "whom may sessions_spawn name", a question a sub-agent cannot act on.
 CHILD_EXCLUDED = SESSION_TOOLS | {"agents_list"}
 

@@ -74,7 +74,9 @@ class ChildContext:
         self._lock = threading.Lock()
 
     def _log_tool(self, event: ToolEvent) -> None:
-        self._sessions.append_marker(self.message.channel, "tool", **event.as_dict())
+        fields = event.as_dict()
+        fields["toolKind"] = fields.pop("kind")  # "kind" is the marker's own parameter
+        self._sessions.append_marker(self.message.channel, "tool", **fields)
 
     def respond(self, text: str, should_log: bool = True) -> None:
         with self._lock:

@@ -87,3 +87,28 @@ def subagents(iris: IrisServer, session: str, **query: str) -> list[dict[str, An
     assert reply.status == 200, reply.body
     listed: list[dict[str, Any]] = reply.json()["subagents"]
     return listed
+
+
+def wait_for_status(
+    iris: IrisServer,
+    session: str,
+    statuses: set[str],
+    *,
+    count: dict[str, int] | None = None,
+    timeout: float = 30,
+) -> list[dict[str, Any]]:
+    """Wait until every sub-agent of the session has one of ``statuses`` (and, with ``count``,
+    at least that many have each given status)."""
+    deadline = time.monotonic() + timeout
+    listed: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        listed = subagents(iris, session)
+        shown = [s["status"] for s in listed]
+        if (
+            listed
+            and all(s in statuses for s in shown)
+            and all(shown.count(k) >= n for k, n in (count or {}).items())
+        ):
+            return listed
+        time.sleep(0.05)
+    raise AssertionError(f"statuses never settled: {[s['status'] for s in listed]}")
