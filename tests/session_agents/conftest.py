@@ -38,7 +38,7 @@ def serve(start_iris: Start, llm: FakeAnthropic, tmp_path: Path) -> Callable[...
             IRIS_PROVIDER="anthropic",
             ANTHROPIC_API_KEY=FAKE_API_KEY,
             ANTHROPIC_BASE_URL=llm.base_url,
-            IRIS_MODEL="claude-sonnet-4-5",
+            IRIS_MODEL="claude-sonnet-5-5",
             IRIS_PROVIDER_MAX_RETRIES="0",
             **env,
         )

@@ -3,7 +3,7 @@ fake (parallel children's requests arrive in no fixed order, so replies follow t
 
 Main agent (no sub-agent line in its system prompt):
 - ``spawn <json list>``: one ``sessions_spawn`` call per object in the list, then "spawned";
-- ``spawn-nested``: (only meaningful for a child) see below;
+- ``call <tool>``: one call of that tool without arguments, then its result;
 - anything else: "ok".
 Child (its system prompt starts with the sub-agent line):
 - task containing ``slow``: stalls for a minute (a stop or timeout cuts it short);
@@ -74,6 +74,8 @@ def respond(body: dict[str, Any]) -> Reply | Fail | None:
     if results:
         return Reply([Text("spawned: " + " | ".join(results))])
     text = last_user_text(body)
+    if text.startswith("call "):
+        return Reply([ToolCall(text[len("call ") :], {}, id="toolu_call")])
     if text.startswith("spawn "):
         calls = json.loads(text[len("spawn ") :])
         return Reply(
