@@ -6,6 +6,13 @@ becomes a ``subagent`` frame for the conversation's sockets, and a ``webui_subag
 its log, so a reloaded page (or one that reconnects) draws the same cards. The browser keeps one
 card per ``runId`` and updates it in place.
 
+The frame: ``{"type": "subagent", "runId": str, "phase"?: str, "status"?: str, "index"?: int,
+"label"?: str, "agentId"?: str, "sessionKey"?: str, "sessionId"?: str, "createdAt"?: float|null,
+"startedAt"?: float|null, "endedAt"?: float|null, "runtimeSeconds"?: float|null, "serverTime":
+float}`` (times in epoch seconds; ``serverTime`` lets the page count a running card's runtime on
+the server's clock). The history item: ``{"role": "subagent", "ts", "card": {the same fields
+but serverTime}}``.
+
 Events come from inside Iris, markers from a log read as untrusted: both go through
 :func:`subagent_card`, which keeps only the known fields of the right type (unknown ones are
 dropped, so newer engines can add fields) and bounds every string.
