@@ -13,6 +13,10 @@ model is never called.
 The transport is registered like any other (not as a fallback), so it is consulted before the
 headless bridge: a channel-addressed API event or a scheduled event for a ``WEBUI-*`` channel
 reaches the browser.
+
+Background sub-agents (spec 001): their steps arrive through ``on_channel_event`` and become
+live cards (:mod:`iris_webui.subagents`); their announce, which the engine logs itself, is shown
+with ``show_logged_message``.
 """
 
 from __future__ import annotations
