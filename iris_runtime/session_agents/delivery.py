@@ -22,6 +22,7 @@ from typing import Any
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.transport import LoggedMessagePoster
 from iris_runtime.failpoints import failpoint
+from iris_runtime.session_agents.events import subagent_event
 from iris_runtime.session_agents.store import Announce, SubagentStore
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,11 @@ class AnnounceDelivery:
         self._store.set_announce(
             announce.key, "delivered", delivered=time.time(), attempts=announce.attempts + 1
         )
-        self._engine.notify(announce.origin_channel, self._announced_event(announce))
+        record = self._store.run(announce.key)
+        event = subagent_event(record, "announced") if record else {"runId": announce.key}
+        self._engine.notify(
+            announce.origin_channel, {**event, "type": "subagent", "phase": "announced"}
+        )
 
     def _log_once(self, announce: Announce) -> None:
         sessions = self._engine.sessions
@@ -130,15 +135,6 @@ class AnnounceDelivery:
             agent=announce.agent,
             usage=usage,
         )
-
-    @staticmethod
-    def _announced_event(announce: Announce) -> dict[str, Any]:
-        return {
-            "type": "subagent",
-            "phase": "announced",
-            "runId": announce.key,
-            "text": announce.text,
-        }
 
 
 def _json_object(raw: str) -> dict[str, Any]:

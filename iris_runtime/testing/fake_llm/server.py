@@ -19,9 +19,9 @@ import threading
 import traceback
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from types import TracebackType
-from collections.abc import Callable
 from typing import Any, ClassVar, Self
 
 from iris_runtime.testing.fake_llm.script import DEFAULT_REPLY, Fail, Reply
