@@ -117,7 +117,8 @@ class AnnounceDelivery:
         record = self._store.run(announce.key)
         event = subagent_event(record, "announced") if record else {"runId": announce.key}
         self._engine.notify(
-            announce.origin_channel, {**event, "type": "subagent", "phase": "announced"}
+            announce.origin_channel,
+            {**event, "type": "subagent", "phase": "announced", "text": announce.text},
         )
 
     def _log_once(self, announce: Announce) -> None:
