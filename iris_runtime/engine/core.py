@@ -77,8 +77,10 @@ class Engine:
 
     # -- transports ---------------------------------------------------------------------------
 
-    def add_transport(self, transport: ChannelTransport, *, fallback: bool = False) -> None:
-        self.transports.add(transport, fallback=fallback)
+    def add_transport(
+        self, transport: ChannelTransport, *, fallback: bool = False, internal: bool = False
+    ) -> None:
+        self.transports.add(transport, fallback=fallback, internal=internal)
         self.prompt_profiles.register(transport.prompt_profile)
 
     def start(self) -> None:

@@ -257,19 +257,27 @@ class TransportRegistry:
         self._ordered: list[ChannelTransport] = []
         self._fallbacks: list[ChannelTransport] = []
         self._shapes: list[ChannelShape] = []
+        self._internal: set[str] = set()
 
-    def add(self, transport: ChannelTransport, *, fallback: bool = False) -> None:
+    def add(
+        self, transport: ChannelTransport, *, fallback: bool = False, internal: bool = False
+    ) -> None:
+        """``internal``: Iris's own channels, no chat platform's (background sub-agents'
+        sessions): they own their ids but have no events folder and take no events."""
         ids = {t.transport_id for t in self.all()}
         if transport.transport_id in ids:
             raise ValueError(f"transport id {transport.transport_id!r} registered twice")
         (self._fallbacks if fallback else self._ordered).append(transport)
+        if internal:
+            self._internal.add(transport.transport_id)
 
     def all(self) -> list[ChannelTransport]:
         return [*self._ordered, *self._fallbacks]
 
     def claiming(self) -> list[ChannelTransport]:
-        """The transports that claim channels of their own (every one but the catch-alls)."""
-        return list(self._ordered)
+        """The chat transports that claim channels of their own (every one but the catch-alls
+        and Iris's internal ones)."""
+        return [t for t in self._ordered if t.transport_id not in self._internal]
 
     def declare(self, shape: ChannelShape) -> None:
         """Record the ids a transport claims; the first declared shape that claims an id wins."""

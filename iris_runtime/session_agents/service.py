@@ -104,7 +104,7 @@ class SessionAgents:
         from iris_runtime.session_agents.commands import SubagentsCommand
         from iris_runtime.session_agents.tools import session_tools
 
-        self.engine.add_transport(self.transport)
+        self.engine.add_transport(self.transport, internal=True)
         self.engine.transports.declare(SHAPE)
         for tool in session_tools(self):
             self.engine.tools.register(tool)

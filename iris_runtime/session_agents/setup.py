@@ -13,14 +13,13 @@ import hashlib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iris_runtime.config import Settings
 from iris_runtime.engine.agent import AgentSetup
 from iris_runtime.engine.filecache import signature
 from iris_runtime.engine.provider import THINKING_LEVELS, Provider
 from iris_runtime.engine.tools import ToolRegistry
-from iris_runtime.providers.models import ModelsTable, load_models
 from iris_runtime.session_agents.config import (
     MAIN,
     SESSION_TOOLS,
@@ -28,6 +27,9 @@ from iris_runtime.session_agents.config import (
     SessionAgentsConfig,
 )
 from iris_runtime.session_agents.profiles import instructions, load_profiles
+
+if TYPE_CHECKING:
+    from iris_runtime.providers.models import ModelsTable
 
 NESTING_REFUSAL = "sub-agents cannot spawn sub-agents or use the session tools (no nesting)"
 # agents_list only answers "whom may sessions_spawn name", a question a sub-agent cannot act on.
@@ -51,7 +53,10 @@ class ModelCatalog:
         self._cached: tuple[object, ModelsTable] | None = None
 
     def table(self) -> ModelsTable:
+        # Imported on first use: the models table needs YAML, which a serving process
+        # that never spawns a sub-agent (or never names a model) does not load.
         from iris_runtime import data_layout
+        from iris_runtime.providers.models import load_models
 
         sig = signature(self._settings.data_dir / data_layout.MODELS_YAML)
         with self._lock:
