@@ -4,9 +4,9 @@ A served Iris (anthropic provider, the wire-level fake in this process answering
 for one turn in which the model calls ``sessions_spawn`` 50 times. Figures:
 
 - ``spawn_to_accepted_p50_ms``: one ``sessions_spawn`` call, from the tool's start to its end as
-  the session's event stream shows them; baseline: ``agents_list`` calls in a turn of the same
-  shape (the cheapest tool, so the ratio is what spawning adds: the state.db writes, the child's
-  queueing, the events);
+  the session's event stream shows them; baseline: ``bash`` running ``true`` in a turn of the same
+  shape (a cheap real tool: one short process), so the ratio says how spawning compares to the
+  cheapest thing a tool does outside Iris;
 - ``all_announced_s``: from sending the message until all 50 announces are in the session's
   log; baseline: one child spawned alone, spawned to announced, times 50 (the ratio below 1 is
   what the ``subagent`` lane's parallelism buys);
@@ -68,7 +68,9 @@ def respond(body: dict[str, Any]) -> Reply:
     if results:
         return Reply([Text("ok")])
     count, _, tool = text.partition(" ")
-    args: dict[str, Any] = {"task": "count to three"} if tool == "sessions_spawn" else {}
+    args: dict[str, Any] = (
+        {"task": "count to three"} if tool == "sessions_spawn" else {"command": "true"}
+    )
     return Reply([ToolCall(tool, args, id=f"toolu_{i}") for i in range(int(count))])
 
 
@@ -150,10 +152,10 @@ def measure(base_url: str, token: str, worker: int) -> None:
 
     stream = Stream(base_url, token, "baseline")
     time.sleep(0.2)
-    turn(base_url, token, "baseline", f"{CHILDREN} agents_list")
+    turn(base_url, token, "baseline", f"{CHILDREN} bash")
     time.sleep(0.2)
     stream.close()
-    baseline_ms = percentile(tool_latencies(stream.events, "agents_list"), 50)
+    baseline_ms = percentile(tool_latencies(stream.events, "bash"), 50)
 
     rss_before = rss_kb(worker, "VmRSS") / 1024
     stream = Stream(base_url, token, "fifty")
