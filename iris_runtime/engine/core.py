@@ -158,6 +158,10 @@ class Engine:
     def is_running(self, channel: str) -> bool:
         return self._scheduler.is_running(channel)
 
+    def running_run(self, channel: str) -> str | None:
+        """The id of the run in progress on ``channel`` (None when it is idle)."""
+        return self._scheduler.running_run(channel)
+
     def begin_shutdown(self) -> None:
         """Refuse new work, abort running runs and cancel waiting ones; cheap and signal-safe
         enough to call from a SIGTERM handler."""

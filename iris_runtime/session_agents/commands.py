@@ -27,6 +27,7 @@ USAGE = (
     "Usage: /subagents list | stop <id|#|all> | log <id|#> [limit] [tools] | info <id|#> | "
     "send <id|#> <message>"
 )
+_NUMBER = re.compile(r"[0-9]{1,9}")  # ASCII digits only: "²".isdigit() is True
 DEFAULT_LOG_LIMIT = 20
 MAX_LOG_LIMIT = 200
 
@@ -90,7 +91,7 @@ class SubagentsCommand:
         spawn = find_spawn(self._service, channel, args[0])
         rest = " ".join(args[1:]).split()
         tools = "tools" in (w.lower() for w in rest)
-        numbers = [w for w in rest if w.isdigit()]
+        numbers = [w for w in rest if _NUMBER.fullmatch(w)]
         limit = min(int(numbers[0]), MAX_LOG_LIMIT) if numbers else DEFAULT_LOG_LIMIT
         entries = transcript_lines(self._service, spawn, max(limit, 1), tools)
         if not entries:
@@ -132,8 +133,6 @@ class SubagentsCommand:
         if len(args) < 2 or not args[1].strip():
             return "Usage: /subagents send <id|#> <message>"
         spawn = find_spawn(self._service, channel, args[0])
-        if self._service.is_active(spawn):
-            return f"#{spawn.seq} is still working; send again when it has finished."
         self._service.send(channel, spawn, args[1].strip(), announce=True)
         return f"Sent to #{spawn.seq}; its reply will be posted here."
 

@@ -10,6 +10,7 @@ changes (one ``stat`` per use), so no restart is needed.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ ANY_AGENT = "*"
 DEFAULT_MAX_CONCURRENT = 8
 DEFAULT_ARCHIVE_MINUTES = 60.0
 MAX_CONCURRENT_LIMIT = 64
+MAX_ARCHIVE_MINUTES = 10 * 365 * 24 * 60
 _AGENT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 # The tools a sub-agent never gets, whatever the policy says (spec 001: no nested fan-out).
 SESSION_TOOLS = frozenset({"sessions_spawn", "sessions_list", "sessions_history", "sessions_send"})
@@ -148,7 +150,7 @@ def _entry(raw: Any, where: str, data_dir: Path, known_model: Callable[[str], bo
         )
     sub = _object(item.get("subagents", {}), f"{where}.subagents", {"allowAgents", "model"})
     thinking = item.get("thinking", "")
-    if thinking and thinking not in THINKING_LEVELS:
+    if not isinstance(thinking, str) or (thinking and thinking not in THINKING_LEVELS):
         raise ConfigInvalid(f"{where}.thinking must be one of {', '.join(THINKING_LEVELS)}")
     return AgentEntry(
         agent_id,
@@ -173,7 +175,7 @@ def _directory(raw: Any, agent_id: str, where: str, data_dir: Path) -> Path:
     path = Path(raw)
     if not path.is_absolute():
         if ".." in path.parts:
-            raise ConfigInvalid(f"{where}.agentDir must not leave the data folder ('..')")
+            raise ConfigInvalid(f"{where}.agentDir: a relative path may not contain '..'")
         path = data_dir / path
     return path
 
@@ -211,10 +213,11 @@ def _max_concurrent(section: Mapping[str, Any]) -> int | None:
 
 def _archive_minutes(section: Mapping[str, Any]) -> float:
     value = section.get("archiveAfterMinutes", DEFAULT_ARCHIVE_MINUTES)
-    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or not 0 <= value <= MAX_ARCHIVE_MINUTES:
         raise ConfigInvalid(
-            "agents.defaults.subagents.archiveAfterMinutes must be a number of minutes, "
-            "0 or more (0: never archive)"
+            "agents.defaults.subagents.archiveAfterMinutes must be a number of minutes from 0 "
+            f"(never archive) to {MAX_ARCHIVE_MINUTES} (ten years)"
         )
     return float(value)
 

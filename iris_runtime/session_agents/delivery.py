@@ -1,11 +1,13 @@
 """Delivering announces from the outbox, exactly once, on one thread of its own.
 
-Delivery has two steps. First the announce is appended to the origin chat's session log,
-carrying its key (``announce: <run id>``): that entry is what the main agent sees in its next
-turn, what the API's history shows, and the proof of delivery a restarted Iris checks before
-appending again. Then the origin's transport shows it where the spawn came from (a Slack thread,
-a Telegram topic, the Web UI conversation); a headless API session needs nothing more than the
-log. A transport that fails is retried with a growing pause; nothing is dropped.
+An announce waits while the run that spawned its sub-agent is still going, so the chat reads
+the spawning turn's reply first and the report after it. Delivery then has two steps. First the
+announce is appended to the origin chat's session log, carrying its key (``announce: <run id>``):
+that entry is what the main agent sees in its next turn, what the API's history shows, and the
+proof of delivery a restarted Iris checks before appending again. Then the origin's transport
+shows it where the spawn came from (a Slack thread, a Telegram topic, the Web UI conversation); a
+headless API session needs nothing more than the log. A transport that fails is retried with a
+growing pause; nothing is dropped.
 
 What is left (documented in docs/subagents.md): a crash after a chat platform accepted the post
 and before the outbox recorded it shows the announce twice on that platform. The log still
@@ -14,27 +16,37 @@ holds it once.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.transport import LoggedMessagePoster
 from iris_runtime.failpoints import failpoint
 from iris_runtime.session_agents.events import subagent_event
-from iris_runtime.session_agents.store import Announce, SubagentStore
+from iris_runtime.session_agents.store import Announce, RunRecord, SubagentStore
 
 log = logging.getLogger(__name__)
 
 FIRST_RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 300.0
+ORIGIN_BUSY_SECONDS = 0.1  # how often an announce held for its spawning run looks again
+STORE_FAILURE_SECONDS = 5.0  # state.db failed: look at the outbox again after this
 
 
 class AnnounceDelivery:
-    def __init__(self, engine: Engine, store: SubagentStore) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        store: SubagentStore,
+        delivered: Callable[[RunRecord], None],
+    ) -> None:
         self._engine = engine
         self._store = store
+        self._delivered = delivered  # e.g. cleanup: delete archives once the announce is out
         self._wake = threading.Condition()
         self._pending = True  # look at the outbox at once: a restart may have left some
         self._stopping = False
@@ -68,11 +80,23 @@ class AnnounceDelivery:
                 if self._stopping:
                     return
                 self._pending = False
-            for announce in self._store.undelivered():
-                if self._stopping:
-                    return
-                if self._retry_at.get(announce.key, 0.0) <= time.monotonic():
-                    self._attempt(announce)
+            try:
+                self._deliver_due()
+            except Exception:  # state.db failed: keep the thread, look again shortly
+                log.exception("the announce outbox could not be read")
+                self._retry_at["(outbox)"] = time.monotonic() + STORE_FAILURE_SECONDS
+
+    def _deliver_due(self) -> None:
+        self._retry_at.pop("(outbox)", None)
+        for announce in self._store.undelivered():
+            if self._stopping:
+                return
+            if self._retry_at.get(announce.key, 0.0) > time.monotonic():
+                continue
+            if self._engine.running_run(announce.origin_channel) == announce.origin_run:
+                self._retry_at[announce.key] = time.monotonic() + ORIGIN_BUSY_SECONDS
+                continue
+            self._attempt(announce)
 
     def _idle_wait(self) -> float | None:
         if not self._retry_at:
@@ -88,7 +112,6 @@ class AnnounceDelivery:
         except Exception as exc:
             pause = min(MAX_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2 ** min(announce.attempts, 12))
             self._retry_at[announce.key] = time.monotonic() + pause
-            self._store.set_announce(announce.key, announce.state, attempts=announce.attempts + 1)
             log.warning(
                 "announce %s to %s not delivered (%s); retrying in %.0fs",
                 announce.key,
@@ -96,6 +119,7 @@ class AnnounceDelivery:
                 exc,
                 pause,
             )
+            self._store.set_announce(announce.key, announce.state, attempts=announce.attempts + 1)
         else:
             self._retry_at.pop(announce.key, None)
 
@@ -115,18 +139,19 @@ class AnnounceDelivery:
             announce.key, "delivered", delivered=time.time(), attempts=announce.attempts + 1
         )
         record = self._store.run(announce.key)
-        event = subagent_event(record, "announced") if record else {"runId": announce.key}
-        self._engine.notify(
-            announce.origin_channel,
-            {**event, "type": "subagent", "phase": "announced", "text": announce.text},
-        )
+        if record is None:
+            return
+        self._delivered(record)
+        spawn = self._store.spawn_of(record.session_key) or record
+        event = subagent_event(spawn, record, "announced")
+        self._engine.notify(announce.origin_channel, {**event, "text": announce.text})
 
     def _log_once(self, announce: Announce) -> None:
         sessions = self._engine.sessions
         logged = sessions.entries(announce.origin_channel)
         if any(entry.get("announce") == announce.key for entry in logged):
             return  # delivered before a crash cut the outbox's record short
-        usage: Any = _json_object(announce.usage)
+        usage: Any = json.loads(announce.usage or "{}")
         sessions.append_message(
             announce.origin_channel,
             "assistant",
@@ -136,10 +161,3 @@ class AnnounceDelivery:
             agent=announce.agent,
             usage=usage,
         )
-
-
-def _json_object(raw: str) -> dict[str, Any]:
-    import json
-
-    loaded = json.loads(raw or "{}")
-    return loaded if isinstance(loaded, dict) else {}

@@ -1,5 +1,10 @@
-"""How a sub-agent looks to people watching its origin chat: one event shape for the session
-stream (SSE), the Web UI's live cards and ``GET /sessions/<id>/subagents``."""
+"""How a sub-agent looks to people watching its origin chat: one shape for the session stream
+(SSE), the Web UI's live cards, ``GET /sessions/<id>/subagents`` and ``sessions_list``.
+
+A sub-agent is its spawn (its identity: run id, number, label, when it was created, whether it is
+archived) seen through its latest run (a follow-up message's, or the spawn's own): status and
+times come from that run.
+"""
 
 from __future__ import annotations
 
@@ -24,25 +29,26 @@ def runtime_seconds(record: RunRecord) -> float | None:
     return round((record.ended or time.time()) - record.started, 3)
 
 
-def describe(record: RunRecord) -> dict[str, Any]:
-    """A run as JSON (the API's and the events' shared fields)."""
+def describe(spawn: RunRecord, run: RunRecord | None = None) -> dict[str, Any]:
+    """A sub-agent as JSON: ``spawn``'s identity, ``run``'s (default: the spawn's) progress."""
+    run = run or spawn
     return {
-        "runId": record.run_id,
-        "index": record.seq,
-        "sessionKey": record.session_key,
-        "sessionId": record.child_channel,
-        "label": record.label,
-        "agentId": record.agent_id,
-        "model": record.model,
-        "status": status_of(record),
-        "cleanup": record.cleanup,
-        "createdAt": record.created,
-        "startedAt": record.started,
-        "endedAt": record.ended,
-        "runtimeSeconds": runtime_seconds(record),
-        "archived": record.archived is not None,
+        "runId": spawn.run_id,
+        "index": spawn.seq,
+        "sessionKey": spawn.session_key,
+        "sessionId": spawn.child_channel,
+        "label": spawn.label,
+        "agentId": spawn.agent_id,
+        "model": spawn.model,
+        "status": status_of(run),
+        "cleanup": spawn.cleanup,
+        "createdAt": spawn.created,
+        "startedAt": run.started,
+        "endedAt": run.ended,
+        "runtimeSeconds": runtime_seconds(run),
+        "archived": spawn.archived is not None,
     }
 
 
-def subagent_event(record: RunRecord, phase: str) -> dict[str, Any]:
-    return {"type": "subagent", "phase": phase, **describe(record)}
+def subagent_event(spawn: RunRecord, run: RunRecord | None, phase: str) -> dict[str, Any]:
+    return {"type": "subagent", "phase": phase, **describe(spawn, run)}

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from typing import Any
 
 from iris_runtime.engine.agent import AgentSetup
 from iris_runtime.engine.core import Engine
@@ -23,12 +23,7 @@ from iris_runtime.engine.transport import ChannelTransport, TransportEvent
 from iris_runtime.engine.usage import usage_from_json, usage_to_json
 from iris_runtime.errors import IrisError
 from iris_runtime.failpoints import failpoint
-from iris_runtime.session_agents.announce import (
-    ANNOUNCE_PROMPT,
-    AnnounceFacts,
-    is_skip,
-    render,
-)
+from iris_runtime.session_agents.announce import ANNOUNCE_PROMPT, AnnounceFacts, is_skip, render
 from iris_runtime.session_agents.events import subagent_event
 from iris_runtime.session_agents.store import Announce, RunRecord, SubagentStore
 
@@ -37,6 +32,7 @@ log = logging.getLogger(__name__)
 RESULT_FALLBACK_CHARS = 2000
 RESTART_NOTE = "Iris restarted while this sub-agent was running, so it did not finish"
 ANNOUNCE_RESTART_NOTE = "Iris restarted during the announce step, so no summary was written"
+LAST_REPLY_NOTE = "the result is the sub-agent's last reply (no summary was written)"
 
 
 @dataclass
@@ -61,6 +57,19 @@ class RunLive:
         return self.task_result
 
 
+def _guarded(method: Callable[..., None]) -> Callable[..., None]:
+    """A run callback whose failure (state.db busy or full) is logged, not swallowed unseen
+    by the ticket; the run is then settled by the next start's recovery."""
+
+    def call(self: Lifecycle, *args: Any) -> None:
+        try:
+            method(self, *args)
+        except Exception:
+            log.exception("sub-agent bookkeeping failed in %s", method.__name__)
+
+    return call
+
+
 class Lifecycle:
     def __init__(
         self,
@@ -81,6 +90,9 @@ class Lifecycle:
         self._live: dict[str, RunLive] = {}  # run id -> its live state
         self._by_channel: dict[str, str] = {}  # child channel -> run id running there
         self._lock = threading.Lock()
+        # Held while a session's run is launched, and while it is archived: neither can
+        # happen halfway through the other.
+        self.session_lock = threading.RLock()
 
     # -- starting -------------------------------------------------------------------------
 
@@ -88,7 +100,7 @@ class Lifecycle:
         """Queue the child run of ``record`` (already in the store) on lane ``subagent``;
         without ``announce`` its reply goes only to whoever waits on the returned handle."""
         live = RunLive(setup, announce)
-        with self._lock:
+        with self.session_lock, self._lock:
             self._live[record.run_id] = live
             self._by_channel[record.child_channel] = record.run_id
         event = TransportEvent(channel=record.child_channel, text=record.task, user="iris")
@@ -99,26 +111,28 @@ class Lifecycle:
             self.finish(record.run_id, "error", [f"could not start: {exc}"], Usage(), None)
             live.done.set()
             return live
-        if record.timeout_seconds > 0:
-            live.timer = threading.Timer(record.timeout_seconds, self._time_out, (record,))
-            live.timer.daemon = True
-            live.timer.start()
         ticket.add_done_callback(lambda result: self._task_ended(record.run_id, result))
         return live
 
+    @_guarded
     def started(self, channel: str) -> None:
-        """A run began on a child channel (the transport's hook)."""
+        """A run began on a child channel (the transport's hook); its timeout starts now, not
+        while it waited for a lane slot."""
         with self._lock:
             run_id = self._by_channel.get(channel)
             live = self._live.get(run_id) if run_id else None
         if run_id is None or live is None or live.phase != "task":
             return
-        now = time.time()
-        self._store.update_run(run_id, state="running", started=now)
+        self._store.update_run(run_id, state="running", started=time.time())
         failpoint("subagents.child_running")
         record = self._store.run(run_id)
-        if record is not None:
-            self._engine.notify(record.origin_channel, subagent_event(record, "started"))
+        if record is None:
+            return
+        if record.timeout_seconds > 0:
+            live.timer = threading.Timer(record.timeout_seconds, self._time_out, (record,))
+            live.timer.daemon = True
+            live.timer.start()
+        self._notify(record, "started")
 
     # -- stopping ---------------------------------------------------------------------------
 
@@ -148,28 +162,27 @@ class Lifecycle:
 
     # -- ending -----------------------------------------------------------------------------
 
+    @_guarded
     def _task_ended(self, run_id: str, result: RunResult) -> None:
         with self._lock:
             live = self._live.get(run_id)
-        if live is None:
-            return
+            if live is None:
+                return
+            status, notes = _outcome(result, live)
+            go_on = live.announce and status == "success"
+            if go_on:
+                live.phase, live.task_result = "announce", result  # a late timer is ignored
         if live.timer is not None:
             live.timer.cancel()
-        status, notes = _outcome(result, live)
         record = self._store.run(run_id)
         if record is None:
             return
-        if not live.announce:
+        if not go_on:
             self._forget(record)
             live.task_result = result
-            self.finish(run_id, status, notes, result.usage, None, skip=True)
+            self.finish(run_id, status, notes, result.usage, None, skip=not live.announce)
             live.done.set()
             return
-        if status != "success":
-            self._forget(record)
-            self.finish(run_id, status, notes, result.usage, None)
-            return
-        live.phase, live.task_result = "announce", result
         self._store.update_run(run_id, state="announcing", usage=_usage_text(result.usage))
         event = TransportEvent(channel=record.child_channel, text=ANNOUNCE_PROMPT, user="iris")
         try:
@@ -181,6 +194,7 @@ class Lifecycle:
             return
         ticket.add_done_callback(lambda step: self._announce_ended(record, result, step))
 
+    @_guarded
     def _announce_ended(self, record: RunRecord, task: RunResult, step: RunResult) -> None:
         self._forget(record)
         usage = task.usage + step.usage
@@ -209,34 +223,30 @@ class Lifecycle:
         now = time.time()
         if summary is None and task_text.strip():
             summary = task_text.strip()[:RESULT_FALLBACK_CHARS]
-            notes = [*notes, "the result is the sub-agent's last reply (no summary was written)"]
+            notes = [*notes, LAST_REPLY_NOTE]
         ended = replace(record, ended=now, state="ended")
         text = render(self._facts(ended, status, summary, notes, usage))
+        usage_text = _usage_text(usage)
         announce = Announce(
             run_id,
             record.origin_channel,
             record.origin_transport,
             record.origin_thread,
+            record.origin_run,
             f"subagent:{record.agent_id}",
             text,
-            json.dumps(usage_to_json(usage)),
+            usage_text,
             "skipped" if skip else "pending",
             0,
             now,
             None,
         )
         self._store.end_run(
-            run_id,
-            announce,
-            outcome=status,
-            notes="; ".join(notes),
-            usage=json.dumps(usage_to_json(usage)),
-            ended=now,
+            run_id, announce, outcome=status, notes="; ".join(notes), usage=usage_text, ended=now
         )
-        self._schedule_archive(record, now)
+        self.schedule_archive(record, now, delivered=skip)
         failpoint("subagents.announce_recorded")
-        finished = self._store.run(run_id) or ended
-        self._engine.notify(record.origin_channel, subagent_event(finished, "finished"))
+        self._notify(self._store.run(run_id) or ended, "finished")
         self._announced()
 
     def _facts(
@@ -249,7 +259,7 @@ class Lifecycle:
     ) -> AnnounceFacts:
         began = record.started or record.created
         return AnnounceFacts(
-            seq=record.seq or self._seq_of(record),
+            seq=record.seq,
             label=record.label,
             agent_id=record.agent_id,
             status=status,
@@ -263,19 +273,22 @@ class Lifecycle:
             transcript=self._engine.sessions.log_path(record.child_channel),
         )
 
-    def _seq_of(self, record: RunRecord) -> int:
-        spawn = self._store.spawn_of(record.session_key)
-        return spawn.seq if spawn else 0
-
-    def _schedule_archive(self, record: RunRecord, now: float) -> None:
+    def schedule_archive(self, record: RunRecord, now: float, *, delivered: bool) -> None:
+        """Set the session's archive time: ``archiveAfterMinutes`` after its last run ended,
+        or, with ``cleanup: delete``, once the announce is delivered (or skipped)."""
         spawn = self._store.spawn_of(record.session_key)
         if spawn is None or spawn.archived is not None:
             return
         minutes = self._archive_minutes()
         if spawn.cleanup == "delete":
-            self._store.update_run(spawn.run_id, archive_at=now)
+            if delivered:
+                self._store.update_run(spawn.run_id, archive_at=now)
         elif minutes > 0:
             self._store.update_run(spawn.run_id, archive_at=now + minutes * 60)
+
+    def _notify(self, run: RunRecord, phase: str) -> None:
+        spawn = self._store.spawn_of(run.session_key) or run
+        self._engine.notify(run.origin_channel, subagent_event(spawn, run, phase))
 
     def _forget(self, record: RunRecord) -> None:
         with self._lock:
@@ -290,16 +303,25 @@ class Lifecycle:
         unfinished = self._store.unfinished()
         for record in unfinished:
             usage = usage_from_json(record.usage_json)
+            skip = record.kind == "send"  # its caller's turn died with the process
             if record.state == "announcing":
-                self.finish(record.run_id, "success", [ANNOUNCE_RESTART_NOTE], usage, None)
+                last = self._last_reply(record)
+                notes = [ANNOUNCE_RESTART_NOTE]
+                self.finish(record.run_id, "success", notes, usage, None, task_text=last, skip=skip)
             else:
-                self.finish(record.run_id, "error", [RESTART_NOTE], usage, None)
+                self.finish(record.run_id, "error", [RESTART_NOTE], usage, None, skip=skip)
         if unfinished:
             log.warning("announcing %d sub-agent run(s) a restart interrupted", len(unfinished))
         return len(unfinished)
 
-    def transcript(self, record: RunRecord) -> Path:
-        return self._engine.sessions.log_path(record.child_channel)
+    def _last_reply(self, record: RunRecord) -> str:
+        entries = self._engine.sessions.entries(record.child_channel)
+        replies = [
+            e["text"]
+            for e in entries
+            if e.get("role") == "assistant" and isinstance(e.get("text"), str)
+        ]
+        return replies[-1] if replies else ""
 
 
 def _outcome(result: RunResult, live: RunLive) -> tuple[str, list[str]]:

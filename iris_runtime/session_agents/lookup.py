@@ -4,6 +4,7 @@ id or its prefix, the session key, the label), and reading its transcript."""
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from iris_runtime.session_agents.store import RunRecord
@@ -12,6 +13,7 @@ if TYPE_CHECKING:
     from iris_runtime.session_agents.service import SessionAgents
 
 MAX_SHOWN_CHARS = 1500
+_NUMBER = re.compile(r"[0-9]{1,9}")  # ASCII digits only: "²".isdigit() is True
 
 
 class NotFoundHere(Exception):
@@ -22,7 +24,9 @@ def find_spawn(service: SessionAgents, origin_channel: str, ident: str) -> RunRe
     spawns = service.spawns(origin_channel, archived=True)
     wanted = ident.strip()
     number = wanted[1:] if wanted.startswith("#") else wanted
-    matches = [s for s in spawns if number.isdigit() and s.seq == int(number)]
+    matches = []
+    if _NUMBER.fullmatch(number):
+        matches = [s for s in spawns if s.seq == int(number)]
     matches = matches or [s for s in spawns if wanted in (s.session_key, s.run_id)]
     matches = matches or [s for s in spawns if wanted and wanted == s.label]
     if not matches and len(wanted) >= 4:

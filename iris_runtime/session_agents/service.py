@@ -31,7 +31,12 @@ from iris_runtime.session_agents.lifecycle import Lifecycle, RunLive
 from iris_runtime.session_agents.profiles import ProfileError
 from iris_runtime.session_agents.setup import ChildBuilder, ModelCatalog
 from iris_runtime.session_agents.store import UNFINISHED, RunRecord, SubagentStore
-from iris_runtime.session_agents.transport import CHANNEL_PREFIX, SHAPE, SubagentTransport
+from iris_runtime.session_agents.transport import (
+    CHANNEL_PREFIX,
+    SHAPE,
+    SubagentTransport,
+    is_child_channel,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +56,7 @@ class Origin:
     channel: str
     transport_id: str
     thread: str | None
+    run_id: str  # the spawning run: its reply is posted before any announce
     agent_id: str = MAIN
     model: str = ""
 
@@ -92,8 +98,10 @@ class SessionAgents:
             priced=self.models.priced,
             announced=self._announced,
         )
-        self.delivery = AnnounceDelivery(engine, self.store)
-        self.archiver = Archiver(engine, self.store, self.lifecycle.running_in)
+        self.delivery = AnnounceDelivery(engine, self.store, self._announce_delivered)
+        self.archiver = Archiver(
+            engine, self.store, self.lifecycle.running_in, self.lifecycle.session_lock
+        )
         self._problem_logged: str | None = None
 
     # -- life of the service --------------------------------------------------------------
@@ -136,11 +144,15 @@ class SessionAgents:
         self.delivery.wake()
         self.archiver.wake()
 
+    def _announce_delivered(self, run: RunRecord) -> None:
+        self.lifecycle.schedule_archive(run, time.time(), delivered=True)
+        self.archiver.wake()
+
     # -- spawning -------------------------------------------------------------------------
 
     def spawn(self, origin: Origin, args: Mapping[str, Any]) -> dict[str, Any]:
         """Accept a sub-agent run and queue it; the tool result. Raises SpawnRefused."""
-        if origin.channel.lower().startswith(CHANNEL_PREFIX):
+        if is_child_channel(origin.channel):
             raise SpawnRefused("sub-agents cannot spawn sub-agents (no nesting)")
         config = self.config()
         agent_id = _text(args.get("agentId")) or origin.agent_id
@@ -173,8 +185,9 @@ class SessionAgents:
                 origin_channel=origin.channel,
                 origin_transport=origin.transport_id,
                 origin_thread=origin.thread,
+                origin_run=origin.run_id,
                 agent_id=agent_id,
-                label=_text(args.get("label"))[:MAX_LABEL_CHARS],
+                label=clean_label(args.get("label")),
                 task=str(args["task"]),
                 model=child.model,
                 thinking=child.thinking,
@@ -192,7 +205,7 @@ class SessionAgents:
                 archived=None,
             )
         )
-        self.engine.notify(origin.channel, subagent_event(record, "spawned"))
+        self.engine.notify(origin.channel, subagent_event(record, None, "spawned"))
         self.lifecycle.launch(record, child.setup)
         accepted: dict[str, Any] = {
             "status": "accepted",
@@ -207,11 +220,10 @@ class SessionAgents:
     def send(
         self, origin_channel: str, spawn: RunRecord, message: str, *, announce: bool = False
     ) -> RunHandle:
-        """A follow-up message into a sub-agent's session: a new run there. With ``announce``
-        (``/subagents send``) its end is announced like the first run's; otherwise the caller
-        waits on the handle (``sessions_send``). Raises SpawnRefused for an archived session."""
-        if spawn.archived is not None:
-            raise SpawnRefused(f"sub-agent #{spawn.seq} is archived; spawn a new one")
+        """A follow-up message into a finished sub-agent's session: a new run there. With
+        ``announce`` (``/subagents send``) its end is announced like the first run's;
+        otherwise the caller waits on the handle (``sessions_send``). Raises SpawnRefused for
+        a sub-agent still working or archived."""
         config = self.config()
         agent = config.agents.get(spawn.agent_id)
         if agent is None:
@@ -221,25 +233,38 @@ class SessionAgents:
             child = self.builder.build(config, agent, spawn.model, args)
         except (ProfileError, ConfigError) as exc:
             raise SpawnRefused(f"agent {spawn.agent_id!r} cannot run: {exc}") from None
-        record = self.store.add_run(
-            replace(
-                spawn,
-                run_id=uuid.uuid4().hex[:16],
-                kind="send",
-                task=message,
-                origin_channel=origin_channel,
-                state="queued",
-                outcome=None,
-                notes="",
-                usage="{}",
-                created=time.time(),
-                started=None,
-                ended=None,
-                archive_at=None,
-                archived=None,
+        # Under the session lock: the archiver cannot rename the transcript between the
+        # checks and the launch, nor a second message slip in beside this one.
+        with self.lifecycle.session_lock:
+            fresh = self.store.spawn_of(spawn.session_key) or spawn
+            if fresh.archived is not None:
+                raise SpawnRefused(f"sub-agent #{spawn.seq} is archived; spawn a new one")
+            if self.is_active(fresh):
+                raise SpawnRefused(
+                    f"sub-agent #{spawn.seq} is still working; send again when it has finished"
+                )
+            record = self.store.add_run(
+                replace(
+                    fresh,
+                    run_id=uuid.uuid4().hex[:16],
+                    kind="message" if announce else "send",
+                    task=message,
+                    origin_channel=origin_channel,
+                    origin_run=self.engine.running_run(origin_channel) or "",
+                    timeout_seconds=0.0,
+                    state="queued",
+                    outcome=None,
+                    notes="",
+                    usage="{}",
+                    created=time.time(),
+                    started=None,
+                    ended=None,
+                    archive_at=None,
+                    archived=None,
+                )
             )
-        )
-        return RunHandle(record, self.lifecycle.launch(record, child.setup, announce=announce))
+            live = self.lifecycle.launch(record, child.setup, announce=announce)
+        return RunHandle(record, live)
 
     # -- stopping and finding -------------------------------------------------------------
 
@@ -263,6 +288,13 @@ class SessionAgents:
 
     def is_active(self, spawn: RunRecord) -> bool:
         return self.current_run(spawn).state in UNFINISHED
+
+
+def clean_label(value: object) -> str:
+    """A label as people see it: one line, no quotes (a label is the model's words and must
+    not pass for a line of the announce, such as a ``Status:``), at most 120 characters."""
+    text = " ".join(_text(value).replace('"', "'").split())
+    return text[:MAX_LABEL_CHARS]
 
 
 def _text(value: object) -> str:

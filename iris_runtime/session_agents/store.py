@@ -33,6 +33,7 @@ _SCHEMA = (
         origin_channel TEXT NOT NULL,
         origin_transport TEXT NOT NULL,
         origin_thread TEXT,
+        origin_run TEXT NOT NULL,
         agent_id TEXT NOT NULL,
         label TEXT NOT NULL,
         task TEXT NOT NULL,
@@ -57,6 +58,7 @@ _SCHEMA = (
         origin_channel TEXT NOT NULL,
         origin_transport TEXT NOT NULL,
         origin_thread TEXT,
+        origin_run TEXT NOT NULL,
         agent TEXT NOT NULL,
         text TEXT NOT NULL,
         usage TEXT NOT NULL,
@@ -72,12 +74,15 @@ UNFINISHED = ("queued", "running", "announcing")
 @dataclass(frozen=True)
 class RunRecord:
     run_id: str
-    kind: str  # spawn | send (a follow-up message to an existing sub-agent session)
+    # spawn | send (sessions_send: the caller gets the reply, nothing is announced) | message
+    # (/subagents send: announced like the spawn)
+    kind: str
     session_key: str
     child_channel: str
     origin_channel: str
     origin_transport: str
     origin_thread: str | None
+    origin_run: str  # the run that spawned (or messaged) it: its reply comes first
     agent_id: str
     label: str
     task: str
@@ -108,6 +113,7 @@ class Announce:
     origin_channel: str
     origin_transport: str
     origin_thread: str | None
+    origin_run: str
     agent: str
     text: str
     usage: str

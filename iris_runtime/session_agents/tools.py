@@ -69,7 +69,7 @@ def _refused(message: str) -> ToolResult:
 
 
 def _origin(ctx: ToolContext) -> Origin:
-    return Origin(ctx.channel, ctx.transport_id, ctx.thread, model=ctx.model)
+    return Origin(ctx.channel, ctx.transport_id, ctx.thread, ctx.run_id, model=ctx.model)
 
 
 class SpawnTool:
@@ -108,7 +108,8 @@ class ListTool:
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         spawns = self._service.spawns(ctx.channel)
-        return _json({"sessions": [describe(self._service.current_run(s)) for s in spawns]})
+        sessions = [describe(s, self._service.current_run(s)) for s in spawns]
+        return _json({"sessions": sessions})
 
 
 class HistoryTool:

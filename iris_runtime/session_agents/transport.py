@@ -29,12 +29,9 @@ if TYPE_CHECKING:
 
 TRANSPORT_ID = "subagents"
 CHANNEL_PREFIX = "subagent-"
-SHAPE = ChannelShape.prefixed(
-    TRANSPORT_ID,
-    CHANNEL_PREFIX,
-    valid=re.compile(r"subagent-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"),
-    rule="subagent-<uuid>, made by sessions_spawn",
-)
+_CHILD_ID = re.compile(r"subagent-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Claims exactly the ids sessions_spawn makes, nothing wider.
+SHAPE = ChannelShape(TRANSPORT_ID, _CHILD_ID, _CHILD_ID, "subagent-<uuid>, made by sessions_spawn")
 
 
 def _no_directory(channels: list[ChannelInfo], users: list[UserInfo]) -> str:
@@ -56,7 +53,9 @@ PROFILE = TransportPromptProfile(
 
 
 def is_child_channel(channel: str) -> bool:
-    return channel.lower().startswith(CHANNEL_PREFIX)
+    """Whether ``channel`` is a sub-agent session's (made by sessions_spawn, and nothing else:
+    other ids that merely start with the prefix stay the other transports')."""
+    return SHAPE.is_valid(channel)
 
 
 class ChildContext:

@@ -112,3 +112,17 @@ def wait_for_status(
             return listed
         time.sleep(0.05)
     raise AssertionError(f"statuses never settled: {[s['status'] for s in listed]}")
+
+
+def call_tool(
+    iris: IrisServer,
+    fake: FakeAnthropic,
+    session: str,
+    name: str,
+    args: dict[str, Any] | None = None,
+) -> Any:
+    """Have the main agent call one tool; its JSON result."""
+    text = f"call {name} {json.dumps(args or {})}"
+    reply = say(iris, session, text)["text"]
+    assert reply.startswith("spawned: "), reply
+    return json.loads(reply[len("spawned: ") :])

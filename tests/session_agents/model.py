@@ -3,7 +3,7 @@ fake (parallel children's requests arrive in no fixed order, so replies follow t
 
 Main agent (no sub-agent line in its system prompt):
 - ``spawn <json list>``: one ``sessions_spawn`` call per object in the list, then "spawned";
-- ``call <tool>``: one call of that tool without arguments, then its result;
+- ``call <tool> [<json args>]``: one call of that tool, then its result;
 - anything else: "ok".
 Child (its system prompt starts with the sub-agent line):
 - task containing ``slow``: stalls for a minute (a stop or timeout cuts it short);
@@ -75,7 +75,8 @@ def respond(body: dict[str, Any]) -> Reply | Fail | None:
         return Reply([Text("spawned: " + " | ".join(results))])
     text = last_user_text(body)
     if text.startswith("call "):
-        return Reply([ToolCall(text[len("call ") :], {}, id="toolu_call")])
+        name, _, raw = text[len("call ") :].partition(" ")
+        return Reply([ToolCall(name, json.loads(raw or "{}"), id="toolu_call")])
     if text.startswith("spawn "):
         calls = json.loads(text[len("spawn ") :])
         return Reply(
@@ -84,10 +85,22 @@ def respond(body: dict[str, Any]) -> Reply | Fail | None:
     return Reply([Text("ok")])
 
 
+def latest_task(body: dict[str, Any]) -> str:
+    """The latest message the child was given (a follow-up's, or its task)."""
+    texts = [
+        "".join(b.get("text", "") for b in blocks(m) if b["type"] == "text")
+        for m in body["messages"]
+        if m["role"] == "user"
+    ]
+    given = [t for t in texts if t and t != ANNOUNCE_PROMPT]
+    return given[-1] if given else ""
+
+
 def _child(body: dict[str, Any]) -> Reply | Fail:
     task = task_of(body)
     if last_user_text(body) == ANNOUNCE_PROMPT:
-        return Reply([Text("ANNOUNCE_SKIP" if "skip" in task else f"summary: {task}")])
+        latest = latest_task(body)
+        return Reply([Text("ANNOUNCE_SKIP" if "skip" in latest else f"summary: {latest}")])
     results = tool_results(body)
     if results:
         return Reply([Text("nested said: " + results[0])])
@@ -97,4 +110,5 @@ def _child(body: dict[str, Any]) -> Reply | Fail:
         return Fail(400, "invalid_request_error", "the child's request was refused")
     if "nest" in task:
         return Reply([ToolCall("sessions_spawn", {"task": "grandchild"}, id="toolu_n")])
-    return Reply([Text(f"worked on: {task}"), Usage(100, 20)])
+    latest = latest_task(body)
+    return Reply([Text(f"worked on: {latest}"), Usage(100, 20)])

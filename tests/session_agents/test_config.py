@@ -13,7 +13,7 @@ from typing import Any
 from iris_runtime.testing.fake_llm import FakeAnthropic
 from iris_runtime.testing.server import IrisServer, clean_environment
 from tests.session_agents import model
-from tests.session_agents.conftest import spawn, wait_for_announces
+from tests.session_agents.conftest import call_tool, spawn, wait_for_announces
 from tests.session_agents.model import CHILD_LINE, system_text
 
 Serve = Callable[..., IrisServer]
@@ -179,12 +179,3 @@ def test_a_bad_file_is_reported_and_iris_runs_on_the_defaults(serve: Serve, tmp_
     checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
     assert checks["session_agents"]["status"] == "fail"
     assert "agents.list[0]: unknown key(s) modle" in checks["session_agents"]["detail"]
-
-
-def call_tool(iris: IrisServer, fake: FakeAnthropic, session: str, name: str) -> Any:
-    """Have the main agent call one tool with no arguments; its JSON result."""
-    reply = iris.post(f"/sessions/{session}/message", json_body={"text": f"call {name}"})
-    assert reply.status == 200, reply.body
-    text = reply.json()["text"]
-    assert text.startswith("spawned: "), text
-    return json.loads(text[len("spawned: ") :])

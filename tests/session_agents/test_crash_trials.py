@@ -10,6 +10,7 @@ the run is announced exactly once, an interrupted child as ``Status: error`` wit
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import time
 from collections.abc import Callable
@@ -35,7 +36,7 @@ def wait_healthy(iris: IrisServer, timeout: float = 60) -> None:
         try:
             if iris.get("/health", auth=False, timeout=2).status == 200:
                 return
-        except OSError:
+        except (OSError, http.client.HTTPException):
             pass
         time.sleep(0.05)
     raise AssertionError("Iris never came back:\n" + iris.log_tail())
@@ -45,7 +46,7 @@ def start_spawn(iris: IrisServer, session: str, task: str) -> None:
     """Ask the main agent to spawn; the worker may die before it answers."""
     text = "spawn " + json.dumps([{"task": task}])
     # Killed mid-request: the spawn was recorded before the child could start.
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, http.client.HTTPException):
         iris.post(f"/sessions/{session}/message", json_body={"text": text}, timeout=30)
 
 

@@ -109,7 +109,7 @@ def subagents(session_id: str) -> Response:
     archived = request.args.get("archived", "").lower() in {"1", "true", "yes"}
     listed = [
         {
-            **describe(service.current_run(spawn)),
+            **describe(spawn, service.current_run(spawn)),
             "index": spawn.seq,
             "transcript": str(runtime.engine.sessions.log_path(spawn.child_channel)),
         }
