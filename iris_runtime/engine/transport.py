@@ -257,27 +257,30 @@ class TransportRegistry:
         self._ordered: list[ChannelTransport] = []
         self._fallbacks: list[ChannelTransport] = []
         self._shapes: list[ChannelShape] = []
-        self._internal: set[str] = set()
+        self._internal: list[ChannelTransport] = []
 
     def add(
         self, transport: ChannelTransport, *, fallback: bool = False, internal: bool = False
     ) -> None:
         """``internal``: Iris's own channels, no chat platform's (background sub-agents'
-        sessions): they own their ids but have no events folder and take no events."""
-        ids = {t.transport_id for t in self.all()}
+        sessions). Such a transport owns its ids and serves its runs, but is none of the chat
+        transports :meth:`all` lists: it is not started or stopped, has no events folder and
+        takes no events."""
+        ids = {t.transport_id for t in [*self.all(), *self._internal]}
         if transport.transport_id in ids:
             raise ValueError(f"transport id {transport.transport_id!r} registered twice")
-        (self._fallbacks if fallback else self._ordered).append(transport)
         if internal:
-            self._internal.add(transport.transport_id)
+            self._internal.append(transport)
+        else:
+            (self._fallbacks if fallback else self._ordered).append(transport)
 
     def all(self) -> list[ChannelTransport]:
+        """The chat transports, in the order they are consulted."""
         return [*self._ordered, *self._fallbacks]
 
     def claiming(self) -> list[ChannelTransport]:
-        """The chat transports that claim channels of their own (every one but the catch-alls
-        and Iris's internal ones)."""
-        return [t for t in self._ordered if t.transport_id not in self._internal]
+        """The transports that claim channels of their own (every one but the catch-alls)."""
+        return list(self._ordered)
 
     def declare(self, shape: ChannelShape) -> None:
         """Record the ids a transport claims; the first declared shape that claims an id wins."""
@@ -290,7 +293,7 @@ class TransportRegistry:
         return next((s for s in self._shapes if s.claims.fullmatch(channel_id)), None)
 
     def owner(self, channel_id: str) -> ChannelTransport:
-        for transport in self._ordered:
+        for transport in [*self._internal, *self._ordered]:
             if transport.owns_channel(channel_id):
                 return transport
         self._refuse_claimed(channel_id)
@@ -334,7 +337,7 @@ class TransportRegistry:
         )
 
     def get(self, transport_id: str) -> ChannelTransport:
-        for transport in self.all():
+        for transport in [*self.all(), *self._internal]:
             if transport.transport_id == transport_id:
                 return transport
         raise NotFound(f"unknown transport {transport_id!r}", code="no_transport")
