@@ -1,0 +1,147 @@
+"""Served Iris with custom agents: manifests, a real relay agent process, the reach socket."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iris_runtime.custom_agents.reach_client import ReachConnection
+from iris_runtime.testing.server import IrisServer, free_port
+
+HERE = Path(__file__).parent
+StartIris = Callable[..., IrisServer]
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
+    """The first truthy value of ``predicate``; fails the test if none comes in ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"never became true: {predicate}")
+
+
+def write_manifest(directory: Path, name: str, manifest: dict[str, Any] | str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+    path.write_text(text)
+    return path
+
+
+def relay_manifest(kind: str, port: int, **extra: Any) -> dict[str, Any]:
+    return {"kind": kind, "label": kind.title(), "relay": f"http://127.0.0.1:{port}/inbound", **extra}
+
+
+@dataclass
+class RelayAgent:
+    """tests/custom_agents/relay_agent.py as a real process."""
+
+    port: int
+    socket_path: Path
+    record: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> RelayAgent:
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "relay_agent.py"), str(self.port), str(self.socket_path),
+             str(self.record)]
+        )
+        wait_until(lambda: _listening(self.port))
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+    def entries(self) -> list[dict[str, Any]]:
+        if not self.record.exists():
+            return []
+        return [json.loads(line) for line in self.record.read_text().splitlines()]
+
+    def posts(self, kind: str | None = None) -> list[dict[str, Any]]:
+        posts = [e["post"] for e in self.entries() if "post" in e]
+        return [p for p in posts if kind is None or p["type"] == kind]
+
+
+@dataclass
+class Setup:
+    """One served Iris, its agents.d and its reach socket (on a short path: unix socket paths
+    are limited to 107 bytes, which pytest's tmp paths can exceed)."""
+
+    start_iris: StartIris
+    tmp_path: Path
+    socket_dir: Path
+    agents: list[RelayAgent] = field(default_factory=list)
+    iris: IrisServer | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        return self.tmp_path / "data"
+
+    @property
+    def agents_d(self) -> Path:
+        return self.data_dir / "agents.d"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.socket_dir / "reach.sock"
+
+    def relay(self, kind: str = "butler", **extra: Any) -> RelayAgent:
+        """A running relay agent with its manifest in agents.d."""
+        agent = RelayAgent(free_port(), self.socket_path, self.tmp_path / f"{kind}.jsonl")
+        self.agents.append(agent.start())
+        write_manifest(self.agents_d, f"{kind}.json", relay_manifest(kind, agent.port, **extra))
+        return agent
+
+    def serve(self, **env: str) -> IrisServer:
+        self.iris = self.start_iris(
+            self.data_dir,
+            IRIS_REACH_SOCKET=str(self.socket_path),
+            IRIS_CUSTOM_AGENTS_POLL_MS="100",
+            **env,
+        )
+        return self.iris
+
+    def reach(self) -> ReachConnection:
+        return ReachConnection(self.socket_path)
+
+    def ask(self, session: str, text: str) -> Any:
+        assert self.iris is not None
+        return self.iris.post(f"/sessions/{session}/message", json_body={"text": text})
+
+    def custom_agents(self) -> dict[str, Any]:
+        assert self.iris is not None
+        reply = self.iris.get("/custom-agents")
+        assert reply.status == 200, reply.body
+        listing: dict[str, Any] = reply.json()
+        return listing
+
+
+@pytest.fixture
+def setup(start_iris: StartIris, tmp_path: Path) -> Iterator[Setup]:
+    socket_dir = Path(tempfile.mkdtemp(prefix="iris-reach-"))
+    made = Setup(start_iris, tmp_path, socket_dir)
+    yield made
+    for agent in made.agents:
+        agent.stop()
+    shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
