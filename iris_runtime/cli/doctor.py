@@ -188,7 +188,19 @@ def run_checks(settings: Settings) -> list[Check]:
         *_port_checks(settings),
         *_plugin_checks(settings),
         _spawn_check(settings),
+        _custom_agents_check(settings),
     ]
+
+
+def _custom_agents_check(settings: Settings) -> Check:
+    """The manifests in agents.d: which load, which are skipped and why, which need sign-in."""
+    from iris_runtime.custom_agents.listing import doctor_summary
+
+    try:
+        status, detail = doctor_summary(settings)
+    except ConfigError as exc:
+        return Check("custom_agents", "fail", exc.message)
+    return Check("custom_agents", status, detail)
 
 
 def _spawn_check(settings: Settings) -> Check:

@@ -109,7 +109,9 @@ class Catalog:
             return
         holder = self._loaded.get(manifest.kind)
         if holder is not None:
-            self._skip(path, mtime, f'"kind" {manifest.kind!r} is already loaded from {holder.path}')
+            self._skip(
+                path, mtime, f'"kind" {manifest.kind!r} is already loaded from {holder.path}'
+            )
             return
         self._skipped.pop(path, None)
         self._loaded[manifest.kind] = LoadedAgent(manifest, path)

@@ -58,9 +58,7 @@ class RelayInbound:
         turn_id, text = message.get("turn_id"), message.get("text")
         if not isinstance(turn_id, str) or not isinstance(text, str):
             return '"turn_id" and "text" must be strings'
-        threading.Thread(
-            target=self._answer, args=(channel, turn_id, text), daemon=True
-        ).start()
+        threading.Thread(target=self._answer, args=(channel, turn_id, text), daemon=True).start()
         return None
 
     def _answer(self, channel: str, turn_id: str, text: str) -> None:
@@ -115,7 +113,7 @@ def _handler_for(inbound: RelayInbound) -> type[BaseHTTPRequestHandler]:
     max_bytes = inbound._agents.engine.settings.max_body_bytes
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             if length > max_bytes:
                 self._reply(413, {"error": f"the body is larger than {max_bytes} bytes"})
@@ -139,7 +137,7 @@ def _handler_for(inbound: RelayInbound) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             log.debug("relay inbound: " + format, *args)
 
     return Handler

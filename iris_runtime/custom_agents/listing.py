@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from iris_runtime.config import Settings
 from iris_runtime.custom_agents.catalog import Catalog, LoadedAgent
-from iris_runtime.custom_agents.signin import status_of
+from iris_runtime.custom_agents.settings import CustomAgentSettings
+from iris_runtime.custom_agents.signin import READY, status_of
 
 
 def agent_entry(agent: LoadedAgent) -> dict[str, Any]:
@@ -21,7 +23,11 @@ def agent_entry(agent: LoadedAgent) -> dict[str, Any]:
         "status": status_of(manifest),
         "path": str(agent.path),
         "commands": [
-            {"name": c.name, "description": c.description, **({"argHint": c.arg_hint} if c.arg_hint else {})}
+            {
+                "name": c.name,
+                "description": c.description,
+                **({"argHint": c.arg_hint} if c.arg_hint else {}),
+            }
             for c in manifest.commands
         ],
     }
@@ -37,3 +43,25 @@ def listing(catalog: Catalog) -> dict[str, Any]:
         "agents": [agent_entry(a) for a in catalog.loaded()],
         "skipped": [{"path": str(s.path), "reason": s.reason} for s in catalog.skipped()],
     }
+
+
+def read_catalog(settings: Settings) -> Catalog:
+    """agents.d read once, the way a serving Iris reads it at start-up (for the CLI)."""
+    from iris_runtime.custom_agents.service import bridge_names_for
+
+    catalog = Catalog(
+        CustomAgentSettings.from_settings(settings).manifests_dir, bridge_names_for(settings)
+    )
+    catalog.scan()
+    return catalog
+
+
+def doctor_summary(settings: Settings) -> tuple[str, str]:
+    """``(ok|warn, detail)`` for ``iris doctor``: a skipped file or a signed-out agent warns."""
+    shown = listing(read_catalog(settings))
+    parts = [f"{a['kind']} ({a['status'].replace('_', ' ')})" for a in shown["agents"]] or [
+        "none loaded"
+    ]
+    parts += [f"skipped {s['path']}: {s['reason']}" for s in shown["skipped"]]
+    troubled = shown["skipped"] or any(a["status"] != READY for a in shown["agents"])
+    return ("warn" if troubled else "ok"), "; ".join(parts)

@@ -126,7 +126,7 @@ def _kind(raw: dict[str, Any], reserved: Collection[str]) -> str:
 def _relay(raw: dict[str, Any], kind: str, label: str) -> Manifest:
     misplaced = sorted(ACP_FIELDS & raw.keys())
     if misplaced:
-        raise ManifestError(f"{_names(misplaced)} cannot be used together with \"relay\"")
+        raise ManifestError(f'{_names(misplaced)} cannot be used together with "relay"')
     url = raw["relay"]
     if not isinstance(url, str) or not _loopback_http(url):
         raise ManifestError('"relay" must be a loopback http URL')

@@ -77,7 +77,9 @@ def post_turn(url: str, body: dict[str, Any], timeout: float) -> str | None:
     except requests.ConnectionError:
         raise RelayError(f"the relay at {url} refused the connection (is it running?)") from None
     except requests.Timeout:
-        raise RelayError(f"the relay at {url} did not accept the turn within {timeout:g} s") from None
+        raise RelayError(
+            f"the relay at {url} did not accept the turn within {timeout:g} s"
+        ) from None
     except requests.RequestException as exc:
         raise RelayError(f"the relay at {url} could not be reached: {exc}") from None
     with response:

@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from iris_runtime.agents.registry import registry_for
+from iris_runtime.config import Settings
 from iris_runtime.custom_agents.catalog import Catalog, LoadedAgent
 from iris_runtime.custom_agents.chats import ChatBook
 from iris_runtime.custom_agents.ratelimit import RateLimit
@@ -48,8 +49,9 @@ class TurnResult:
     error: str | None = None
 
 
-def bridge_names(settings_engine: Engine) -> Callable[[], Collection[str]]:
-    registry = registry_for(settings_engine.settings)
+def bridge_names_for(settings: Settings) -> Callable[[], Collection[str]]:
+    """The names of registered bridge sub-agents, which no manifest may take as its kind."""
+    registry = registry_for(settings)
 
     def names() -> Collection[str]:
         try:
@@ -65,7 +67,7 @@ class CustomAgents:
     def __init__(self, engine: Engine, config: CustomAgentSettings) -> None:
         self.engine = engine
         self.config = config
-        self.catalog = Catalog(config.manifests_dir, bridge_names(engine))
+        self.catalog = Catalog(config.manifests_dir, bridge_names_for(engine.settings))
         self.chats = ChatBook(engine.settings.data_dir / CUSTOM_AGENTS_DIR)
         self.turns = OpenTurns()
         self.rate = RateLimit(RATE_PER_WINDOW, config.rate_window_seconds, RATE_BURST)

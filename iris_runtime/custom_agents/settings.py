@@ -62,11 +62,14 @@ class CustomAgentSettings:
         data = settings.data_dir
         manifests = env.get("IRIS_CUSTOM_AGENTS_DIR", "").strip()
         socket_path = env.get("IRIS_REACH_SOCKET", "").strip()
-        upstream = env.get("IRIS_UPSTREAM_REACH_SOCKET", "").strip() or env.get(
-            "WIRELING_REACH_SOCK", ""
-        ).strip()
+        upstream = (
+            env.get("IRIS_UPSTREAM_REACH_SOCKET", "").strip()
+            or env.get("WIRELING_REACH_SOCK", "").strip()
+        )
         return cls(
-            manifests_dir=Path(manifests).expanduser() if manifests else data / data_layout.AGENTS_D,
+            manifests_dir=Path(manifests).expanduser()
+            if manifests
+            else data / data_layout.AGENTS_D,
             reach_socket=(
                 Path(socket_path).expanduser()
                 if socket_path

@@ -40,5 +40,7 @@ def login_argv(manifest: Manifest, provider: str) -> list[str]:
         raise ValueError(f"{manifest.kind} declares no setup: sign it in the way its docs say")
     ids = [p.id for p in setup.providers]
     if provider not in ids:
-        raise ValueError(f"{manifest.kind} has no provider {provider!r} (it offers: {', '.join(ids)})")
+        raise ValueError(
+            f"{manifest.kind} has no provider {provider!r} (it offers: {', '.join(ids)})"
+        )
     return [part.replace("{provider}", provider) for part in setup.login]

@@ -43,7 +43,12 @@ def write_manifest(directory: Path, name: str, manifest: dict[str, Any] | str) -
 
 
 def relay_manifest(kind: str, port: int, **extra: Any) -> dict[str, Any]:
-    return {"kind": kind, "label": kind.title(), "relay": f"http://127.0.0.1:{port}/inbound", **extra}
+    return {
+        "kind": kind,
+        "label": kind.title(),
+        "relay": f"http://127.0.0.1:{port}/inbound",
+        **extra,
+    }
 
 
 @dataclass
@@ -57,8 +62,13 @@ class RelayAgent:
 
     def start(self) -> RelayAgent:
         self.process = subprocess.Popen(
-            [sys.executable, str(HERE / "relay_agent.py"), str(self.port), str(self.socket_path),
-             str(self.record)]
+            [
+                sys.executable,
+                str(HERE / "relay_agent.py"),
+                str(self.port),
+                str(self.socket_path),
+                str(self.record),
+            ]
         )
         wait_until(lambda: _listening(self.port))
         return self

@@ -70,7 +70,7 @@ def answer(msg: dict[str, Any]) -> None:
 
 
 class Inbound(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         msg = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         record({"post": msg, "path": self.path, "content_type": self.headers["Content-Type"]})
         refuse = msg.get("type") == "message" and msg["text"].startswith("refuse")

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-import json, os, socket, threading
+import json
+import os
+import socket
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 REACH = os.environ.get("WIRELING_REACH_SOCK", "/run/wireling-reach.sock")
+
 
 def reach(op, **fields):
     """One request line out, one reply line back."""
@@ -11,11 +15,13 @@ def reach(op, **fields):
         s.sendall((json.dumps({"op": op, **fields}) + "\n").encode())
         return json.loads(s.makefile().readline())
 
+
 def answer(msg):
     turn = msg["turn_id"]
     reach("turn.delta", turn_id=turn, text="You said: ")
     reach("turn.delta", turn_id=turn, text=msg["text"])
     reach("turn.done", turn_id=turn)
+
 
 class Inbound(BaseHTTPRequestHandler):
     def do_POST(self):
@@ -28,5 +34,6 @@ class Inbound(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
 
 ThreadingHTTPServer(("127.0.0.1", 8700), Inbound).serve_forever()

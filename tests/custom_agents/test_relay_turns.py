@@ -96,7 +96,9 @@ def test_nothing_gets_through_after_done(setup: Setup) -> None:
     setup.serve()
     reply = setup.ask("late", "@butler late")
     assert reply.json()["text"] == "on time"
-    refused = wait_until(lambda: [e for e in agent.entries() if e.get("op") and e["reply"] != {"ok": True}])
+    refused = wait_until(
+        lambda: [e for e in agent.entries() if e.get("op") and e["reply"] != {"ok": True}]
+    )
     wait_until(lambda: len([e for e in agent.entries() if e.get("op")]) == 4)
     replies = [(e["op"], e["reply"]) for e in agent.entries() if e.get("op")]
     assert replies == [
