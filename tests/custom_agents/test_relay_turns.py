@@ -25,7 +25,9 @@ def test_the_spec_relay_example_runs_unchanged(setup: Setup) -> None:
         if probe.connect_ex(("127.0.0.1", SPEC_EXAMPLE_PORT)) == 0:
             pytest.skip("port 8700, which the spec's example uses, is taken")
     env = {"WIRELING_REACH_SOCK": str(setup.socket_path), "PATH": "/usr/bin:/bin"}
-    example = subprocess.Popen([sys.executable, str(HERE / "spec_relay_example.py")], env=env)
+    example = subprocess.Popen(
+        [sys.executable, str(HERE / "spec_examples" / "echo-relay.py")], env=env
+    )
     try:
         write_manifest(
             setup.agents_d,

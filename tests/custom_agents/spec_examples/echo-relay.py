@@ -1,12 +1,8 @@
 #!/usr/bin/env python3
-import json
-import os
-import socket
-import threading
+import json, os, socket, threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 REACH = os.environ.get("WIRELING_REACH_SOCK", "/run/wireling-reach.sock")
-
 
 def reach(op, **fields):
     """One request line out, one reply line back."""
@@ -15,13 +11,11 @@ def reach(op, **fields):
         s.sendall((json.dumps({"op": op, **fields}) + "\n").encode())
         return json.loads(s.makefile().readline())
 
-
 def answer(msg):
     turn = msg["turn_id"]
     reach("turn.delta", turn_id=turn, text="You said: ")
     reach("turn.delta", turn_id=turn, text=msg["text"])
     reach("turn.done", turn_id=turn)
-
 
 class Inbound(BaseHTTPRequestHandler):
     def do_POST(self):
@@ -34,6 +28,5 @@ class Inbound(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
-
 
 ThreadingHTTPServer(("127.0.0.1", 8700), Inbound).serve_forever()
