@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +14,7 @@ from typing import Any
 import pytest
 
 from iris_runtime.custom_agents.reach_client import ReachConnection
+from iris_runtime.testing.relay_agent import RelayAgent
 from iris_runtime.testing.server import IrisServer, free_port
 
 HERE = Path(__file__).parent
@@ -49,43 +47,6 @@ def relay_manifest(kind: str, port: int, **extra: Any) -> dict[str, Any]:
         "relay": f"http://127.0.0.1:{port}/inbound",
         **extra,
     }
-
-
-@dataclass
-class RelayAgent:
-    """tests/custom_agents/relay_agent.py as a real process."""
-
-    port: int
-    socket_path: Path
-    record: Path
-    process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> RelayAgent:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                str(HERE / "relay_agent.py"),
-                str(self.port),
-                str(self.socket_path),
-                str(self.record),
-            ]
-        )
-        wait_until(lambda: _listening(self.port))
-        return self
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
-
-    def entries(self) -> list[dict[str, Any]]:
-        if not self.record.exists():
-            return []
-        return [json.loads(line) for line in self.record.read_text().splitlines()]
-
-    def posts(self, kind: str | None = None) -> list[dict[str, Any]]:
-        posts = [e["post"] for e in self.entries() if "post" in e]
-        return [p for p in posts if kind is None or p["type"] == kind]
 
 
 @dataclass
@@ -150,8 +111,3 @@ def setup(start_iris: StartIris, tmp_path: Path) -> Iterator[Setup]:
     for agent in made.agents:
         agent.stop()
     shutil.rmtree(socket_dir, ignore_errors=True)
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
