@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from iris_runtime.bridge.mentions import may_mention, parse_agent_mention
-from iris_runtime.custom_agents.service import CustomAgents
+from iris_runtime.custom_agents.service import CustomAgents, service_of
+from iris_runtime.custom_agents.signin import status_of
+from iris_runtime.engine.core import Engine
 from iris_runtime.engine.routing import RouteOutcome, RouteRequest
 from iris_runtime.engine.tools import ToolContext, ToolResult
 from iris_runtime.engine.transport import ToolEvent
@@ -140,3 +142,29 @@ class CallCustomAgentTool:
         if result.status == "failed":
             return ToolResult(f"{kind} failed: {result.error}", is_error=True)
         return ToolResult(result.text or f"({kind} answered with no text)")
+
+
+def ask_pinned(engine: Engine, kind: str, request: RouteRequest) -> RouteOutcome | None:
+    """A message for a conversation pinned to ``kind`` (the Web UI's picker): the whole text
+    goes to that custom agent; None when ``kind`` is not one (a bridge sub-agent, say)."""
+    agents = service_of(engine)
+    if agents is None or agents.catalog.get(kind) is None:
+        return None
+    return CustomAgentRouter(agents).ask(kind, request, request.event.text)
+
+
+def picker_entries(engine: Engine) -> list[dict[str, str]]:
+    """Custom agents as an agent picker lists them: the kind to address, the label to show and
+    whether it is ready. The shape behind it is deliberately not among them."""
+    agents = service_of(engine)
+    if agents is None:
+        return []
+    return [
+        {"name": a.manifest.kind, "label": a.manifest.label, "status": status_of(a.manifest)}
+        for a in agents.catalog.loaded()
+    ]
+
+
+def is_custom_agent(engine: Engine, kind: str) -> bool:
+    agents = service_of(engine)
+    return agents is not None and agents.catalog.get(kind) is not None
