@@ -114,7 +114,13 @@ def _handler_for(inbound: RelayInbound) -> type[BaseHTTPRequestHandler]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if length < 0:
+                self._reply(400, {"error": "send a Content-Length"})
+                return
             if length > max_bytes:
                 self._reply(413, {"error": f"the body is larger than {max_bytes} bytes"})
                 return

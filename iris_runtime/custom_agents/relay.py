@@ -8,26 +8,36 @@ chat; anything else in it is ignored (the contract only ever grows).
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import mimetypes
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-import requests
+from typing import TYPE_CHECKING, Any
 
 from iris_runtime.engine.transport import Attachment
+
+if TYPE_CHECKING:
+    import requests
 
 log = logging.getLogger(__name__)
 
 CONTRACT_VERSION = 1
 MAX_IMAGE_BYTES = 10 * 1024 * 1024  # an image bigger than this is named in the text only
-_session = requests.Session()
-# The relay is on loopback: a proxy from the environment must never see the turn, and a
-# redirect must never lead the POST off this machine.
-_session.trust_env = False
+
+
+@functools.cache
+def _http() -> requests.Session:
+    """One pooled client, made on first use (a serving Iris that never relays loads none)."""
+    import requests
+
+    session = requests.Session()
+    # The relay is on loopback: a proxy from the environment must never see the turn, and a
+    # redirect must never lead the POST off this machine.
+    session.trust_env = False
+    return session
 
 
 class RelayError(Exception):
@@ -66,8 +76,10 @@ def message_body(
 
 def post_turn(url: str, body: dict[str, Any], timeout: float) -> str | None:
     """POST the turn; returns the session the relay asked to record, if any."""
+    import requests
+
     try:
-        response = _session.post(
+        response = _http().post(
             url,
             data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
@@ -104,8 +116,10 @@ def send_stop(url: str, chat_id: str, turn_id: str, timeout: float) -> None:
     body = {"v": CONTRACT_VERSION, "type": "stop", "chat_id": chat_id, "turn_id": turn_id}
 
     def send() -> None:
+        import requests
+
         try:
-            _session.post(url, json=body, timeout=timeout, allow_redirects=False).close()
+            _http().post(url, json=body, timeout=timeout, allow_redirects=False).close()
         except requests.RequestException as exc:
             log.info("the stop for turn %s did not reach %s: %s", turn_id, url, exc)
 

@@ -30,7 +30,7 @@ from iris_runtime.custom_agents.turns import OpenTurns, TurnOutput
 from iris_runtime.data_layout import CUSTOM_AGENTS_DIR
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.transport import Attachment
-from iris_runtime.errors import IrisError
+from iris_runtime.errors import ConfigError, IrisError
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +79,14 @@ class CustomAgents:
 
         self.catalog.watch(self.config.watch_seconds)
         reach = ReachServer(self, self.config.reach_socket, self.config.reach_group)
-        reach.start()
-        self._closers.append(reach.stop)
+        try:
+            reach.start()
+        except (OSError, ConfigError) as exc:
+            # Not fatal: Iris serves on, her custom agents just cannot reply until this is fixed
+            # (a unix socket path may be at most 107 bytes; set IRIS_REACH_SOCKET).
+            log.error("the reach socket cannot listen on %s: %s", reach.path, exc)
+        else:
+            self._closers.append(reach.stop)
         if self.config.relay_inbound_port is not None:
             from iris_runtime.custom_agents.inbound import RelayInbound
 
