@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.custom_agents.conftest import HERE, Setup, relay_manifest, wait_until, write_manifest
+from tests.custom_agents.conftest import HERE, Setup, wait_until, write_manifest
 from tests.web.conftest import SSEReader, in_background
 
 SPEC_EXAMPLE_PORT = 8700  # the spec's complete relay example listens here, unchanged
@@ -177,4 +177,29 @@ def _listening(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-__all__ = ["Path", "relay_manifest"]
+def test_iris_own_model_delegates_to_a_custom_agent(setup: Setup, tmp_path: Path) -> None:
+    import json
+
+    agent = setup.relay("butler")
+    script = tmp_path / "script.json"
+    rules = [
+        {
+            "when": "ask the butler",
+            "turns": [
+                [{"tool": "call_custom_agent", "args": {"agent": "butler", "message": "echo tea"}}],
+                [{"text": "The butler has answered."}],
+            ],
+        }
+    ]
+    script.write_text(json.dumps({"rules": rules}))
+    iris = setup.serve(IRIS_PROVIDER="scripted", IRIS_SCRIPT_FILE=str(script))
+    stream = SSEReader(iris, "model")
+    reply = setup.ask("model", "please ask the butler")
+    assert reply.json()["text"] == "The butler has answered."
+    stream.wait_for(lambda evs: any(e["event"] == "final" for e in evs))
+    stream.close()
+    ends = [e for e in stream.events if e["event"] == "tool" and e["phase"] == "end"]
+    assert [(e["name"], e["result"], e["isError"]) for e in ends] == [
+        ("call_custom_agent", "You said: tea", False)
+    ]
+    assert agent.posts("message")[0]["text"] == "echo tea"
