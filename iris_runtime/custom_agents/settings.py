@@ -7,40 +7,16 @@ shows them through :func:`describe`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from iris_runtime import data_layout
-from iris_runtime.config import Settings
-from iris_runtime.errors import ConfigError
+from iris_runtime.config import Settings, env_ms, env_port
 
 REACH_SOCKET_NAME = "reach.sock"
 # The spec's numbers: 30 notes per five minutes for the whole machine, a burst of 10.
 RATE_PER_WINDOW = 30
 RATE_BURST = 10
-
-
-def _ms(env: Mapping[str, str], name: str, default_ms: int) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default_ms / 1000.0
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be an integer (milliseconds), got {raw!r}") from None
-    if value < 1:
-        raise ConfigError(f"{name} must be at least 1, got {value}")
-    return value / 1000.0
-
-
-def _port(env: Mapping[str, str], name: str) -> int | None:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
-        raise ConfigError(f"{name} must be a TCP port (1-65535), got {raw!r}")
-    return int(raw)
 
 
 @dataclass(frozen=True)
@@ -76,12 +52,12 @@ class CustomAgentSettings:
                 else data / data_layout.RUN_DIR / REACH_SOCKET_NAME
             ),
             reach_group=env.get("IRIS_REACH_GROUP", "").strip() or None,
-            silence_seconds=_ms(env, "IRIS_RELAY_SILENCE_MS", 300_000),
-            post_timeout_seconds=_ms(env, "IRIS_RELAY_POST_TIMEOUT_MS", 10_000),
-            watch_seconds=_ms(env, "IRIS_CUSTOM_AGENTS_POLL_MS", 500),
-            rate_window_seconds=_ms(env, "IRIS_REACH_RATE_WINDOW_MS", 300_000),
+            silence_seconds=env_ms(env, "IRIS_RELAY_SILENCE_MS", 300_000),
+            post_timeout_seconds=env_ms(env, "IRIS_RELAY_POST_TIMEOUT_MS", 10_000),
+            watch_seconds=env_ms(env, "IRIS_CUSTOM_AGENTS_POLL_MS", 500),
+            rate_window_seconds=env_ms(env, "IRIS_REACH_RATE_WINDOW_MS", 300_000),
             default_chat=env.get("IRIS_DEFAULT_CHAT", "").strip() or None,
-            relay_inbound_port=_port(env, "IRIS_RELAY_INBOUND_PORT"),
+            relay_inbound_port=env_port(env, "IRIS_RELAY_INBOUND_PORT"),
             upstream_reach_socket=Path(upstream) if upstream else None,
         )
 

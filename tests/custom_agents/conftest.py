@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,20 +13,15 @@ import pytest
 from iris_runtime.custom_agents.reach_client import ReachConnection
 from iris_runtime.testing.relay_agent import RelayAgent
 from iris_runtime.testing.server import IrisServer, free_port
+from tests.bridge.fault_tools import wait_for
 
 HERE = Path(__file__).parent
 StartIris = Callable[..., IrisServer]
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """The first truthy value of ``predicate``; fails the test if none comes in ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"never became true: {predicate}")
+    """The first truthy value of ``predicate`` (fails the test if none comes)."""
+    return wait_for(predicate, timeout, "the condition")
 
 
 def write_manifest(directory: Path, name: str, manifest: dict[str, Any] | str) -> Path:
@@ -104,10 +96,8 @@ class Setup:
 
 
 @pytest.fixture
-def setup(start_iris: StartIris, tmp_path: Path) -> Iterator[Setup]:
-    socket_dir = Path(tempfile.mkdtemp(prefix="iris-reach-"))
+def setup(start_iris: StartIris, tmp_path: Path, socket_dir: Path) -> Iterator[Setup]:
     made = Setup(start_iris, tmp_path, socket_dir)
     yield made
     for agent in made.agents:
         agent.stop()
-    shutil.rmtree(socket_dir, ignore_errors=True)

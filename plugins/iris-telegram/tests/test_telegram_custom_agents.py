@@ -5,9 +5,7 @@ show in the placeholder, and its reply lands in the same chat and topic."""
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,14 +15,6 @@ from iris_runtime.testing.relay_agent import RelayAgent
 from iris_runtime.testing.server import free_port
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def socket_dir() -> Iterator[Path]:
-    # A unix socket path has at most 107 bytes; pytest's tmp paths can be longer.
-    made = Path(tempfile.mkdtemp(prefix="iris-reach-"))
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
 
 
 def test_a_mention_of_a_relay_agent_is_answered_in_the_chat(

@@ -5,24 +5,13 @@ calls drawn as the run's own tool cards; Iris's model is never asked."""
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from server_harness import WebIris
 
 from iris_runtime.testing.relay_agent import RelayAgent
 from iris_runtime.testing.server import free_port
-
-
-@pytest.fixture
-def socket_dir() -> Iterator[Path]:
-    # A unix socket path has at most 107 bytes; pytest's tmp paths can be longer.
-    made = Path(tempfile.mkdtemp(prefix="iris-reach-"))
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
 
 
 def test_a_relay_agent_is_picked_streams_and_draws_tool_cards(
