@@ -82,7 +82,8 @@ class Catalog:
         """Forget ``kind`` and read its file again (gone or now invalid: it stays unloaded).
         Returns the agent as it is now; raises KeyError for a kind that is not loaded."""
         with self._lock:
-            agent = self._loaded.pop(kind)
+            agent = self._loaded[kind]
+            self._loaded = {k: v for k, v in self._loaded.items() if k != kind}
             self._skipped.pop(agent.path, None)
             if agent.path.exists():
                 self._consider(agent.path, _mtime(agent.path))
@@ -114,7 +115,8 @@ class Catalog:
             )
             return
         self._skipped.pop(path, None)
-        self._loaded[manifest.kind] = LoadedAgent(manifest, path)
+        # Replaced, never changed in place: runs read it without the lock (see engine.tools).
+        self._loaded = {**self._loaded, manifest.kind: LoadedAgent(manifest, path)}
         log.info("agent manifest %s loaded: %s (%s)", path, manifest.kind, manifest.shape)
 
     def _skip(self, path: Path, mtime: int, reason: str) -> None:

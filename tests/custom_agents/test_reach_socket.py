@@ -9,7 +9,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from iris_runtime.testing.server import clean_environment
@@ -187,4 +186,10 @@ def test_a_note_from_inside_a_turn_and_a_chat_from_a_relay_turn(setup: Setup) ->
     assert [e["text"] for e in entries if e.get("type") == "note"] == ["a note from inside"]
 
 
-__all__ = ["time"]
+def test_a_group_may_be_let_onto_the_socket(setup: Setup) -> None:
+    import grp
+
+    group = grp.getgrgid(os.getgid()).gr_name
+    setup.serve(IRIS_REACH_GROUP=group)
+    info = os.stat(setup.socket_path)
+    assert stat.S_IMODE(info.st_mode) == 0o660 and info.st_gid == os.getgid()

@@ -203,3 +203,26 @@ def test_iris_own_model_delegates_to_a_custom_agent(setup: Setup, tmp_path: Path
         ("call_custom_agent", "You said: tea", False)
     ]
     assert agent.posts("message")[0]["text"] == "echo tea"
+
+
+def test_attachments_are_named_in_the_text_and_images_sent_inline(setup: Setup) -> None:
+    import base64
+
+    agent = setup.relay("butler")
+    iris = setup.serve()
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    )
+    handles = []
+    for name, data in (("report.pdf", b"%PDF-1.4 tiny"), ("chart.png", png)):
+        staged = iris.post("/sessions/att/attachments", body=data, headers={"X-Filename": name})
+        assert staged.status == 201, staged.body
+        handles.append({"local": staged.json()["local"]})
+    reply = iris.post(
+        "/sessions/att/message",
+        json_body={"text": "@butler echo look", "attachments": handles},
+    )
+    assert reply.status == 200, reply.body
+    post = agent.posts("message")[0]
+    assert post["text"] == "echo look\n\nAttached: report.pdf, chart.png"
+    assert post["images"] == [{"mime": "image/png", "data_b64": base64.b64encode(png).decode()}]
