@@ -6,6 +6,7 @@ and whether the agent is ready, as the spec asks (nothing marks relay from ACP t
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from iris_runtime.config import Settings
@@ -56,12 +57,22 @@ def read_catalog(settings: Settings) -> Catalog:
     return catalog
 
 
+MAX_SOCKET_PATH = 107  # bytes in sun_path, less its terminating NUL (Linux)
+
+
 def doctor_summary(settings: Settings) -> tuple[str, str]:
-    """``(ok|warn, detail)`` for ``iris doctor``: a skipped file or a signed-out agent warns."""
-    shown = listing(read_catalog(settings))
+    """``(ok|warn, detail)`` for ``iris doctor``: a skipped file, a signed-out agent or a reach
+    socket path no unix socket can have (agents could not reply) warns."""
+    catalog = read_catalog(settings)
+    shown = listing(catalog)
     parts = [f"{a['kind']} ({a['status'].replace('_', ' ')})" for a in shown["agents"]] or [
         "none loaded"
     ]
     parts += [f"skipped {s['path']}: {s['reason']}" for s in shown["skipped"]]
+    socket_path = CustomAgentSettings.from_settings(settings).reach_socket
+    if len(os.fsencode(socket_path)) > MAX_SOCKET_PATH:
+        parts.append(f"the reach socket path is too long for a unix socket: {socket_path}")
+        return "warn", "; ".join(parts)
+    parts.append(f"reach socket {socket_path}")
     troubled = shown["skipped"] or any(a["status"] != READY for a in shown["agents"])
     return ("warn" if troubled else "ok"), "; ".join(parts)

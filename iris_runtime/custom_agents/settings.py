@@ -1,7 +1,6 @@
 """Custom agents' settings, read from the same environment as :class:`Settings`.
 
-They live here rather than in ``config.py`` because nothing else reads them; ``iris doctor``
-shows them through :func:`describe`.
+They live here rather than in ``config.py`` because nothing else reads them.
 """
 
 from __future__ import annotations
@@ -60,13 +59,3 @@ class CustomAgentSettings:
             relay_inbound_port=env_port(env, "IRIS_RELAY_INBOUND_PORT"),
             upstream_reach_socket=Path(upstream) if upstream else None,
         )
-
-
-def describe(config: CustomAgentSettings) -> dict[str, object]:
-    """The settings as ``iris doctor`` shows them (none of them is a secret)."""
-    return {
-        "manifests_dir": str(config.manifests_dir),
-        "reach_socket": str(config.reach_socket),
-        "silence_seconds": config.silence_seconds,
-        "default_chat": config.default_chat or "(none)",
-    }
