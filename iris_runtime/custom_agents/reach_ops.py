@@ -38,7 +38,7 @@ def handle(agents: CustomAgents, request: Any) -> Reply:
     op = request["op"]
     handler = OPS.get(op)
     if handler is None:
-        return {"error": f"unknown op: {op}"}
+        return {"error": f"unknown op: {op[:200]}"}  # the spec's words; a huge op is cut
     try:
         return handler(agents, request)
     except BadRequest as exc:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from iris_runtime.agents.registry import registry_for
 from iris_runtime.config import Settings
-from iris_runtime.custom_agents.catalog import Catalog, LoadedAgent
+from iris_runtime.custom_agents.catalog import Catalog
 from iris_runtime.custom_agents.chats import ChatBook
 from iris_runtime.custom_agents.ratelimit import RateLimit
 from iris_runtime.custom_agents.relay import RelayError, message_body, post_turn, send_stop
@@ -105,9 +105,6 @@ class CustomAgents:
         self.catalog.stop_watching()
 
     # -- asking an agent ----------------------------------------------------------------------
-
-    def usable(self, kind: str) -> LoadedAgent | None:
-        return self.catalog.get(kind)
 
     def ask(
         self,
