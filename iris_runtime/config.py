@@ -67,6 +67,11 @@ def _env_port(env: Mapping[str, str], name: str) -> int | None:
     return port
 
 
+# For settings that live with their feature rather than in Settings (custom_agents.settings).
+env_ms = _env_ms
+env_port = _env_port
+
+
 def _env_bool(env: Mapping[str, str], name: str) -> bool:
     return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 

@@ -26,6 +26,7 @@ AGENTS_D = "agents.d"  # custom-agent manifests (spec 004)
 AUDIT_DIR = "audit"  # audit/secrets.jsonl
 BRIDGE_JOBS_DIR = "bridge-jobs"  # per-request event logs of the bridge
 CHANNELS_JSON = "channels.json"  # channel modes (spec 003)
+CUSTOM_AGENTS_DIR = "custom-agents"  # custom agents' chats (chat ids, relay sessions)
 EVENTS_DIR = "events"  # event files of every channel; <transport>/events/ for one transport's
 MODELS_YAML = "models.yaml"  # the models table's local override
 RUN_DIR = "run"  # sockets and locks: gunicorn control, supervisor, Web UI login key
@@ -62,6 +63,7 @@ TOP_LEVEL: frozenset[str] = frozenset(
         AUDIT_DIR,
         BRIDGE_JOBS_DIR,
         CHANNELS_JSON,
+        CUSTOM_AGENTS_DIR,
         EVENTS_DIR,
         MODELS_YAML,
         RUN_DIR,

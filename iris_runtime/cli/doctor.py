@@ -189,6 +189,7 @@ def run_checks(settings: Settings) -> list[Check]:
         *_plugin_checks(settings),
         _spawn_check(settings),
         _session_agents_check(settings),
+        _custom_agents_check(settings),
     ]
 
 
@@ -216,6 +217,17 @@ def _session_agents_check(settings: Settings) -> Check:
         "ok",
         f"agent ids {', '.join(sorted(config.agents))}; {lane} sub-agents at once; {archived}",
     )
+
+
+def _custom_agents_check(settings: Settings) -> Check:
+    """The manifests in agents.d: which load, which are skipped and why, which need sign-in."""
+    from iris_runtime.custom_agents.listing import doctor_summary
+
+    try:
+        status, detail = doctor_summary(settings)
+    except ConfigError as exc:
+        return Check("custom_agents", "fail", exc.message)
+    return Check("custom_agents", status, detail)
 
 
 def _spawn_check(settings: Settings) -> Check:

@@ -246,7 +246,12 @@ class Engine:
 
     def _route(self, run: Run, sink: RunSink, slot: LaneSlot) -> RunResult | None:
         request = RouteRequest(
-            run.event, run.transport_id, sink.status, run.abort, lambda: slot.off_lane(run.abort)
+            run.event,
+            run.transport_id,
+            sink.status,
+            run.abort,
+            lambda: slot.off_lane(run.abort),
+            output=sink,
         )
         for router in self._routers:
             outcome = router.route(request)
