@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+from urllib.parse import urlsplit
 
 from iris_runtime import data_layout
 from iris_runtime.errors import ConfigError
@@ -206,6 +207,11 @@ class Settings:
             )
 
     @property
+    def vault_addrs(self) -> tuple[str, ...]:
+        """Every configured Vault node (``vault_addr`` is their comma-separated list)."""
+        return tuple(self.vault_addr.split(","))
+
+    @property
     def token_file(self) -> Path:
         return self.data_dir / TOKEN_FILE_NAME
 
@@ -258,9 +264,9 @@ def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "secret_backend": env.get("IRIS_SECRET_BACKEND", "").strip().lower() or "file",
         "secret_broker_url": env.get("IRIS_SECRET_BROKER_URL", "").strip().rstrip("/") or None,
         "env_file": Path(env_file).expanduser() if env_file else None,
-        "vault_addr": (
+        "vault_addr": _vault_addrs(
             env.get("IRIS_VAULT_ADDR", "").strip() or env.get("VAULT_ADDR", "").strip()
-        ).rstrip("/")
+        )
         or "http://127.0.0.1:8200",
         "vault_mount": env.get("IRIS_VAULT_MOUNT", "").strip().strip("/") or "secret",
         "vault_prefix": env.get("IRIS_VAULT_PREFIX", "").strip().strip("/") or "iris",
@@ -271,6 +277,22 @@ def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "vault_cacert": env.get("IRIS_VAULT_CACERT", "").strip() or None,
         "vault_timeout_seconds": env_float(env, "IRIS_VAULT_TIMEOUT_SECONDS", 5.0),
     }
+
+
+def _vault_addrs(raw: str) -> str:
+    """``IRIS_VAULT_ADDR`` normalised: one URL, or every node of an HA cluster separated by
+    commas (Iris moves to the next when one stops answering)."""
+    addrs = [part.strip().rstrip("/") for part in raw.split(",")] if raw else []
+    for addr in addrs:
+        parsed = urlsplit(addr)
+        if parsed.scheme not in {"http", "https"} or not parsed.hostname:
+            raise ConfigError(
+                "IRIS_VAULT_ADDR must be an http(s) URL or a comma-separated list of them, "
+                f"not {addr!r}"
+            )
+    if len(set(addrs)) != len(addrs):
+        raise ConfigError("IRIS_VAULT_ADDR lists the same address twice")
+    return ",".join(addrs)
 
 
 def mask(secret: str) -> str:
