@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from iris_runtime import data_layout
 from iris_runtime.errors import ConfigError
+from iris_runtime.tls import INSECURE_VARIABLE, is_loopback
 
 DEFAULT_DATA_DIR = ".iris-data"
 TOKEN_FILE_NAME = data_layout.API_TOKEN
@@ -112,6 +113,13 @@ class Settings:
     bridge_idle_timeout_seconds: float = 300.0
     bridge_deadline_seconds: float = 4 * 3600.0
     bridge_job_retention_seconds: float = 72 * 3600.0
+    # Across hosts (see iris_runtime.tls): where the bridge listens, this Iris's certificate on
+    # listeners off loopback, the CAs it trusts when calling, and the explicit plain-HTTP switch.
+    bridge_host: str = ""  # "" = IRIS_API_HOST
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_cacert: str | None = None
+    insecure_http: bool = False
     escalation_channel: str | None = None
     events_poll_seconds: float = 0.5
     events_parse_grace_seconds: float = 1.0
@@ -183,6 +191,7 @@ class Settings:
             trace_plugins=_env_bool(env, "IRIS_TRACE_PLUGINS"),
             log_level=env.get("IRIS_LOG_LEVEL", "").strip().lower() or "info",
             **_secrets_settings(env),
+            **_tls_settings(env),
             env=MappingProxyType(env),
         )
         settings.validate()
@@ -201,10 +210,40 @@ class Settings:
                 f"IRIS_SECRETS_MODE must be one of {', '.join(SECRETS_MODES)}, "
                 f"not {self.secrets_mode!r}"
             )
+        self._validate_tls()
         if self.log_level not in {"debug", "info", "warning", "error", "critical"}:
             raise ConfigError(
                 f"IRIS_LOG_LEVEL must be debug/info/warning/error, not {self.log_level!r}"
             )
+
+    def listeners(self) -> dict[str, tuple[str, int]]:
+        """Every port this process binds, by variable: (host, port)."""
+        out = {"IRIS_API_PORT": (self.api_host, self.api_port)}
+        if self.webui_port:
+            out["IRIS_WEBUI_PORT"] = (self.api_host, self.webui_port)
+        if self.bridge_port:
+            out["BRIDGE_PORT"] = (self.bridge_host or self.api_host, self.bridge_port)
+        return out
+
+    @property
+    def tls_ports(self) -> frozenset[int]:
+        """The ports that speak TLS: those bound off loopback, when a certificate is set."""
+        if self.tls_cert is None:
+            return frozenset()
+        return frozenset(port for host, port in self.listeners().values() if not is_loopback(host))
+
+    def _validate_tls(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("IRIS_TLS_CERT and IRIS_TLS_KEY go together: set both or neither")
+        if self.tls_cert is not None or self.insecure_http:
+            return
+        for name, (host, port) in self.listeners().items():
+            if not is_loopback(host):
+                raise ConfigError(
+                    f"{name} {port} would serve plain HTTP on {host}, off loopback: set "
+                    "IRIS_TLS_CERT and IRIS_TLS_KEY, or IRIS_INSECURE_HTTP=1 to allow it on a "
+                    "network you trust"
+                )
 
     @property
     def vault_addrs(self) -> tuple[str, ...]:
@@ -276,6 +315,18 @@ def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "vault_secret_id": _secret_from(env, "IRIS_VAULT_SECRET_ID"),
         "vault_cacert": env.get("IRIS_VAULT_CACERT", "").strip() or None,
         "vault_timeout_seconds": env_float(env, "IRIS_VAULT_TIMEOUT_SECONDS", 5.0),
+    }
+
+
+def _tls_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    cert = env.get("IRIS_TLS_CERT", "").strip()
+    key = env.get("IRIS_TLS_KEY", "").strip()
+    return {
+        "bridge_host": env.get("IRIS_BRIDGE_HOST", "").strip(),
+        "tls_cert": Path(cert).expanduser() if cert else None,
+        "tls_key": Path(key).expanduser() if key else None,
+        "tls_cacert": env.get("IRIS_TLS_CACERT", "").strip() or None,
+        "insecure_http": _env_bool(env, INSECURE_VARIABLE),
     }
 
 
