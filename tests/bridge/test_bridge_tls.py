@@ -160,7 +160,7 @@ def test_plain_http_off_loopback_only_with_the_insecure_switch(
 @pytest.mark.parametrize(
     ("env", "words"),
     [
-        ({"IRIS_API_HOST": "0.0.0.0"}, "IRIS_API_PORT"),  # noqa: S104 (the case under test)
+        ({"IRIS_API_HOST": "0.0.0.0"}, "IRIS_API_PORT"),
         ({"IRIS_TLS_CERT": "/nonexistent.crt"}, "go together"),
         ({"IRIS_TLS_CERT": "/nonexistent.crt", "IRIS_TLS_KEY": "/x.key"}, "does not exist"),
         ({"IRIS_TLS_CERT": "GARBAGE", "IRIS_TLS_KEY": "GARBAGE"}, "not a PEM certificate"),
