@@ -5,9 +5,11 @@ operator allowed it with ``IRIS_INSECURE_HTTP``."""
 
 from __future__ import annotations
 
+import hashlib
 import secrets as random
 import socket
 import ssl
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -178,3 +180,72 @@ def test_bad_tls_settings_stop_serve_with_a_clear_error(
     assert done.returncode != 0
     assert words in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_agent_on_another_host_reads_its_secret_through_the_tls_broker(
+    far_host: NetNamespace, pki: OpenBaoPki, folder: Path, ca_file: Path
+) -> None:
+    """The whole fleet path: a message to ``@agent`` reaches the agent host over the TLS bridge,
+    and the agent's ``get-secret`` reaches Iris's broker over TLS the other way, where only its
+    allow-listed secret is handed out."""
+    iris_cert, iris_key = pki.issue("iris", ip_sans=[far_host.host_addr]).write(folder, "iris")
+    iris = IrisServer(
+        folder / "iris-broker-data",
+        host=far_host.host_addr,  # reachable from the agent host, so TLS
+        cafile=str(ca_file),
+        env={
+            "IRIS_TLS_CERT": str(iris_cert),
+            "IRIS_TLS_KEY": str(iris_key),
+            "IRIS_TLS_CACERT": str(ca_file),
+        },
+    ).start()
+    out = folder / "secret-reads.txt"
+    get_secret = Path(sys.executable).parent / "get-secret"
+    command = (
+        f"{{ {get_secret} --no-newline WEATHER_API_KEY | sha256sum; "
+        f"{get_secret} BILLING_API_KEY; echo billing_exit=$?; }} > {out} 2>&1"
+    )
+    agent = RemoteAgent(
+        "weather",
+        far_host,
+        folder,
+        TLS_PORT + 2,
+        token="weather-" + random.token_urlsafe(24),
+        tls=pki.issue("weather", ip_sans=[far_host.addr]).write(folder, "weather"),
+        cacert=ca_file,
+        extra_env={
+            "IRIS_SECRETS_MODE": "store",
+            "IRIS_SECRET_BROKER_URL": iris.url,
+            "IRIS_TLS_CACERT": str(ca_file),
+        },
+    )
+    agent.rules(
+        [
+            {
+                "when": "read the weather key",
+                "turns": [[{"tool": "bash", "args": {"command": command}}], [{"text": "read"}]],
+            }
+        ]
+    )
+    agent.start()
+    try:
+        register(
+            iris, "weather", agent.bridge_url, "--secret", "WEATHER_API_KEY", token=agent.token
+        )
+        value = "w-" + random.token_hex(12)
+        for name, secret in (("WEATHER_API_KEY", value), ("BILLING_API_KEY", "b-nope")):
+            assert (
+                iris.request("PUT", f"/secrets/{name}", json_body={"value": secret}).status == 200
+            )
+
+        status, body = ask(iris, "@weather read the weather key")
+        assert (status, body.get("text")) == (200, "read"), body
+        lines = out.read_text().splitlines()
+        assert lines[0].split()[0] == hashlib.sha256(value.encode()).hexdigest(), lines
+        assert lines[-1] == "billing_exit=3" and "denied" in lines[-2]
+        audit = (iris.data_dir / "audit" / "secrets.jsonl").read_text()
+        assert '"caller": "weather"' in audit.replace('":"', '": "')
+        assert value not in audit and value not in agent.log_tail(400)
+    finally:
+        agent.stop()
+        iris.stop()
