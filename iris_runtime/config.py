@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from iris_runtime import data_layout
 from iris_runtime.errors import ConfigError
-from iris_runtime.tls import INSECURE_VARIABLE, is_loopback
+from iris_runtime.tls import INSECURE_VARIABLE, TLS_KEY_CREDENTIAL, is_loopback
 
 DEFAULT_DATA_DIR = ".iris-data"
 TOKEN_FILE_NAME = data_layout.API_TOKEN
@@ -321,6 +321,11 @@ def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
 def _tls_settings(env: Mapping[str, str]) -> dict[str, Any]:
     cert = env.get("IRIS_TLS_CERT", "").strip()
     key = env.get("IRIS_TLS_KEY", "").strip()
+    # Under systemd the key file stays root's: the unit loads it as the credential
+    # "iris-tls-key" (LoadCredential=), readable by the service user only, and that copy wins.
+    credentials = env.get("CREDENTIALS_DIRECTORY", "").strip()
+    if key and credentials and (Path(credentials) / TLS_KEY_CREDENTIAL).is_file():
+        key = str(Path(credentials) / TLS_KEY_CREDENTIAL)
     return {
         "bridge_host": env.get("IRIS_BRIDGE_HOST", "").strip(),
         "tls_cert": Path(cert).expanduser() if cert else None,

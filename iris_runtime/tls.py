@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 from iris_runtime.errors import ConfigError
 
 INSECURE_VARIABLE = "IRIS_INSECURE_HTTP"
+# The systemd credential (LoadCredential=) a unit hands its TLS key over as.
+TLS_KEY_CREDENTIAL = "iris-tls-key"
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 
