@@ -119,20 +119,15 @@ class FleetSite:
         return token
 
     def read_through_iris(self, name: str = SECRET) -> tuple[int, str]:
-        """``GET /secrets/<name>`` on the Iris host, as a local client of its API."""
-        script = (
-            "import json, sys, urllib.request, urllib.error\n"
-            "token = open('/iris/secrets/api-token').read().strip()\n"
-            f"req = urllib.request.Request('http://127.0.0.1:{API_PORT}/secrets/{name}', "
-            "headers={'Authorization': 'Bearer ' + token})\n"
-            "try:\n"
-            "    r = urllib.request.urlopen(req, timeout=30)\n"
-            "    print(r.status, json.load(r)['value'])\n"
-            "except urllib.error.HTTPError as e:\n"
-            "    print(e.code, json.load(e).get('code'))\n"
+        """``GET /secrets/<name>`` on Iris's API (TLS, on the LAN) with Iris's own token."""
+        reply = requests.get(
+            f"{self.iris_url}/secrets/{name}",
+            headers={"Authorization": f"Bearer {self.api_token()}"},
+            verify=str(self.ca_file),
+            timeout=60,
         )
-        out = self.iris.run("/iris/venv/bin/python", "-c", script).split(maxsplit=1)
-        return int(out[0]), out[1].strip() if len(out) > 1 else ""
+        body = reply.json()
+        return reply.status_code, str(body.get("value") or body.get("code"))
 
 
 def place_tls(member: FleetHost, pki: OpenBaoPki) -> dict[str, str]:
