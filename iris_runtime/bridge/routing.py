@@ -37,6 +37,8 @@ def _call(settings: Settings, registry: AgentRegistry, agent: str, **kwargs: Any
         agent=agent,
         # Its bridge asks for its own API token: the registered one, else the shared one.
         token=entry.token or settings.api_token,
+        cacert=settings.tls_cacert,
+        insecure=settings.insecure_http,
         **kwargs,
     )
 

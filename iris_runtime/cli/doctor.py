@@ -165,10 +165,10 @@ def _model_checks(settings: Settings) -> list[Check]:
 
 def _broker_key_check(settings: Settings, variable: str) -> Check:
     """A sub-agent's key lives with its parent's broker: ask for it, as a run would."""
-    from iris_runtime.secrets.client import BrokerClient
+    from iris_runtime.providers.keys import broker_client
 
     try:
-        key = BrokerClient(settings.secret_broker_url or "", settings.api_token).get(variable)
+        key = broker_client(settings).get(variable)
     except IrisError as exc:
         return Check("api_key", "fail", exc.message)
     return Check("api_key", "ok", f"{variable} {mask(key)} from the secret broker")
