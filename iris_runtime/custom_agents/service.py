@@ -78,7 +78,9 @@ class CustomAgents:
         from iris_runtime.custom_agents.reach import ReachServer
 
         self.catalog.watch(self.config.watch_seconds)
-        reach = ReachServer(self, self.config.reach_socket, self.config.reach_group)
+        reach = ReachServer(
+            self, self.config.reach_socket, self.config.reach_group, self.config.silence_seconds
+        )
         try:
             reach.start()
         except (OSError, ConfigError) as exc:
@@ -144,8 +146,7 @@ class CustomAgents:
         turn.touch()  # the silence clock starts when the POST is accepted
         with off_lane():  # waiting on the agent is not compute
             reason = turn.wait(abort, self.config.silence_seconds)
-        if reason in {"stopped", "silence"} and not self.turns.end(turn, reason):
-            reason = turn.ended or reason  # turn.done won the race: it finished after all
+        self.turns.end(turn, reason)  # ended already (by wait, or elsewhere): now forgotten too
         return self._result(turn.text(), reason, manifest.relay, chat_id, turn.turn_id)
 
     def _result(self, text: str, reason: str, url: str, chat_id: str, turn_id: str) -> TurnResult:
