@@ -52,13 +52,18 @@ class TurnResult:
 def bridge_names_for(settings: Settings) -> Callable[[], Collection[str]]:
     """The names of registered bridge sub-agents, which no manifest may take as its kind."""
     registry = registry_for(settings)
+    logged: list[str] = []  # asked on every scan: say each trouble once
 
     def names() -> Collection[str]:
         try:
-            return registry.names()
+            found = registry.names()
         except IrisError as exc:  # an unreadable agents.json must not stop manifests loading
-            log.error("agents.json is unreadable: %s", exc.message)
+            if logged != [exc.message]:
+                log.error("agents.json is unreadable: %s", exc.message)
+                logged[:] = [exc.message]
             return ()
+        logged.clear()
+        return found
 
     return names
 
@@ -105,6 +110,17 @@ class CustomAgents:
             except Exception:
                 log.exception("stopping %s failed", close)
         self.catalog.stop_watching()
+
+    def tool_environment(self, channel: str) -> dict[str, str]:
+        """What a command run in ``channel`` needs to reach this Iris as the spec's scripts do:
+        the conversation's chat id and the reach socket (``wireling note`` with no ``--chat``
+        then lands in this chat)."""
+        socket_path = str(self.config.reach_socket)
+        return {
+            "IRONWIRE_CHAT_ID": self.chats.id_for(channel),
+            "IRIS_REACH_SOCKET": socket_path,
+            "WIRELING_REACH_SOCK": socket_path,
+        }
 
     # -- asking an agent ----------------------------------------------------------------------
 

@@ -126,7 +126,9 @@ def test_a_reply_longer_than_the_cap_is_cut_with_a_note(setup: Setup) -> None:
     text = reply.json()["text"]
     assert text.startswith(("word " * MAX_TURN_TEXT_CHARS)[:MAX_TURN_TEXT_CHARS])
     cut = text[MAX_TURN_TEXT_CHARS:]
-    assert cut == f"\n\n(the reply was cut here: it is longer than {MAX_TURN_TEXT_CHARS} characters)"
+    assert (
+        cut == f"\n\n(the reply was cut here: it is longer than {MAX_TURN_TEXT_CHARS} characters)"
+    )
 
 
 # -- tool cards -------------------------------------------------------------------------------
@@ -157,7 +159,8 @@ def test_a_command_run_by_iris_knows_its_chat_and_the_reach_socket(
     setup: Setup, tmp_path: Path
 ) -> None:
     wireling = str(Path(sys.executable).parent / "wireling")
-    command = f"unset IRIS_REACH_SOCKET WIRELING_REACH_SOCK; {wireling} note from the shell"
+    # Iris's own IRIS_REACH_SOCKET reaches the command; the chat is what she must add.
+    command = f"env -u IRIS_REACH_SOCKET {wireling} note from the shell"
     rules = [
         {
             "when": "leave a note",
@@ -252,9 +255,9 @@ def test_a_bridge_agent_registered_later_unloads_the_custom_one(setup: Setup) ->
         "\"kind\" 'butler' is already the name of a registered sub-agent"
     )
     assert setup.custom_agents()["agents"] == []
-    gone = run_iris("agents", "unregister", "butler", env=clean_environment(
-        IRIS_DATA_DIR=str(iris.data_dir)
-    ))
+    gone = run_iris(
+        "agents", "unregister", "butler", env=clean_environment(IRIS_DATA_DIR=str(iris.data_dir))
+    )
     assert gone.returncode == 0, gone.stderr
     wait_until(lambda: setup.custom_agents()["agents"])
 
@@ -265,7 +268,7 @@ def test_a_manifest_with_a_duplicate_key_is_refused() -> None:
     data = b'{"kind": "a", "kind": "b", "relay": "http://127.0.0.1:1/"}'
     with pytest.raises(ManifestError) as raised:
         parse_manifest(data)
-    assert str(raised.value) == "duplicate key \"kind\""
+    assert str(raised.value) == 'duplicate key "kind"'
 
 
 # -- Iris as a relay agent --------------------------------------------------------------------
@@ -345,9 +348,7 @@ def test_a_long_inner_run_keeps_the_outer_turn_alive(setup: Setup, tmp_path: Pat
 
 def test_a_stop_for_another_turn_leaves_the_run_alone(setup: Setup, tmp_path: Path) -> None:
     rules = [{"when": "slow", "turns": [[{"sleep": 6}, {"text": "done slowly"}]]}]
-    inner, url = _inner(
-        setup, tmp_path, rules, IRIS_UPSTREAM_REACH_SOCKET=str(setup.socket_path)
-    )
+    inner, url = _inner(setup, tmp_path, rules, IRIS_UPSTREAM_REACH_SOCKET=str(setup.socket_path))
     write_manifest(setup.agents_d, "inner.json", {"kind": "inner", "relay": url})
     setup.serve()
     pending = in_background(lambda: setup.ask("outer", "@inner slow"))
