@@ -20,7 +20,6 @@ import os
 import socket
 import stat
 import threading
-import time
 from pathlib import Path
 from typing import Any
 

@@ -97,9 +97,14 @@ class CustomAgents:
         if self.config.relay_inbound_port is not None:
             from iris_runtime.custom_agents.inbound import RelayInbound
 
-            inbound = RelayInbound(self, self.config.relay_inbound_port)
-            inbound.start()
-            self._closers.append(inbound.stop)
+            port = self.config.relay_inbound_port
+            try:
+                inbound = RelayInbound(self, port)
+            except OSError as exc:  # not fatal either, like the reach socket
+                log.error("the relay inbound cannot listen on 127.0.0.1:%d: %s", port, exc)
+            else:
+                inbound.start()
+                self._closers.append(inbound.stop)
 
     def stop(self) -> None:
         # Open turns end the way a restart ends them: from now on their requests are refused.

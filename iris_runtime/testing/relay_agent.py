@@ -102,8 +102,7 @@ class Reach:
 
 
 def answer(msg: dict[str, Any]) -> None:
-    turn, text = msg["turn_id"], msg["text"]
-    word, _, rest = text.partition(" ")
+    word, _, rest = msg["text"].partition(" ")
     reach = Reach()
     try:
         _answer(reach, msg, word, rest)

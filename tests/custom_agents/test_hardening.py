@@ -18,7 +18,7 @@ import requests
 from iris_runtime.custom_agents.reach_client import ReachConnection
 from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
 from tests.bridge.conftest import register
-from tests.custom_agents.conftest import Setup, relay_manifest, wait_until, write_manifest
+from tests.custom_agents.conftest import Setup, wait_until, write_manifest
 from tests.web.conftest import SSEReader, in_background
 
 RELAY = {"kind": "butler", "label": "Butler", "relay": "http://127.0.0.1:8700/inbound"}
@@ -294,7 +294,7 @@ def _inner(setup: Setup, tmp_path: Path, rules: list[Any], **env: str) -> tuple[
 def test_the_inbound_listener_takes_only_json_from_no_web_page(
     setup: Setup, tmp_path: Path
 ) -> None:
-    inner, url = _inner(setup, tmp_path, [])
+    _, url = _inner(setup, tmp_path, [])
     port = url.split(":")[2].split("/")[0]
     body = json.dumps({"v": 1, "type": "typing", "chat_id": "x"})
     json_type = {"Content-Type": "application/json"}
@@ -375,4 +375,4 @@ def test_an_inbound_port_in_use_does_not_stop_iris(setup: Setup) -> None:
         port = taken.getsockname()[1]
         iris = setup.serve(IRIS_RELAY_INBOUND_PORT=str(port))
         assert iris.get("/custom-agents").status == 200
-        wait_until(lambda: "relay inbound cannot listen" in iris.log_tail(400))
+        wait_until(lambda: "the relay inbound cannot listen" in iris.log_tail(400))
