@@ -64,7 +64,7 @@ class Turn:
         """Keep one delta's text, up to :data:`MAX_TURN_TEXT_CHARS` in all; returns what was
         kept (with the note the first time the cap is reached) for the chat. Called with the
         lock held."""
-        if self.cut:
+        if self.cut or not text:  # an empty delta is a heartbeat: activity, nothing to keep
             return ""
         room = MAX_TURN_TEXT_CHARS - self.size
         if len(text) <= room:
