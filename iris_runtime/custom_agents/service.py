@@ -52,13 +52,18 @@ class TurnResult:
 def bridge_names_for(settings: Settings) -> Callable[[], Collection[str]]:
     """The names of registered bridge sub-agents, which no manifest may take as its kind."""
     registry = registry_for(settings)
+    logged: list[str] = []  # asked on every scan: say each trouble once
 
     def names() -> Collection[str]:
         try:
-            return registry.names()
+            found = registry.names()
         except IrisError as exc:  # an unreadable agents.json must not stop manifests loading
-            log.error("agents.json is unreadable: %s", exc.message)
+            if logged != [exc.message]:
+                log.error("agents.json is unreadable: %s", exc.message)
+                logged[:] = [exc.message]
             return ()
+        logged.clear()
+        return found
 
     return names
 
@@ -78,7 +83,9 @@ class CustomAgents:
         from iris_runtime.custom_agents.reach import ReachServer
 
         self.catalog.watch(self.config.watch_seconds)
-        reach = ReachServer(self, self.config.reach_socket, self.config.reach_group)
+        reach = ReachServer(
+            self, self.config.reach_socket, self.config.reach_group, self.config.silence_seconds
+        )
         try:
             reach.start()
         except (OSError, ConfigError) as exc:
@@ -90,9 +97,14 @@ class CustomAgents:
         if self.config.relay_inbound_port is not None:
             from iris_runtime.custom_agents.inbound import RelayInbound
 
-            inbound = RelayInbound(self, self.config.relay_inbound_port)
-            inbound.start()
-            self._closers.append(inbound.stop)
+            port = self.config.relay_inbound_port
+            try:
+                inbound = RelayInbound(self, port)
+            except OSError as exc:  # not fatal either, like the reach socket
+                log.error("the relay inbound cannot listen on 127.0.0.1:%d: %s", port, exc)
+            else:
+                inbound.start()
+                self._closers.append(inbound.stop)
 
     def stop(self) -> None:
         # Open turns end the way a restart ends them: from now on their requests are refused.
@@ -103,6 +115,17 @@ class CustomAgents:
             except Exception:
                 log.exception("stopping %s failed", close)
         self.catalog.stop_watching()
+
+    def tool_environment(self, channel: str) -> dict[str, str]:
+        """What a command run in ``channel`` needs to reach this Iris as the spec's scripts do:
+        the conversation's chat id and the reach socket (``wireling note`` with no ``--chat``
+        then lands in this chat)."""
+        socket_path = str(self.config.reach_socket)
+        return {
+            "IRONWIRE_CHAT_ID": self.chats.id_for(channel),
+            "IRIS_REACH_SOCKET": socket_path,
+            "WIRELING_REACH_SOCK": socket_path,
+        }
 
     # -- asking an agent ----------------------------------------------------------------------
 
@@ -144,8 +167,7 @@ class CustomAgents:
         turn.touch()  # the silence clock starts when the POST is accepted
         with off_lane():  # waiting on the agent is not compute
             reason = turn.wait(abort, self.config.silence_seconds)
-        if reason in {"stopped", "silence"} and not self.turns.end(turn, reason):
-            reason = turn.ended or reason  # turn.done won the race: it finished after all
+        self.turns.end(turn, reason)  # ended already (by wait, or elsewhere): now forgotten too
         return self._result(turn.text(), reason, manifest.relay, chat_id, turn.turn_id)
 
     def _result(self, text: str, reason: str, url: str, chat_id: str, turn_id: str) -> TurnResult:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,7 @@ class Engine:
         self._routers: list[MessageRouter] = []
         self._routers_lock = threading.Lock()
         self._stop_listeners: list[Callable[[str], bool]] = []
+        self._tool_environments: list[Callable[[str], Mapping[str, str]]] = []
         lanes = Lanes(
             {
                 "main": settings.lane_main,
@@ -244,6 +245,20 @@ class Engine:
         with self._routers_lock:
             self._routers = [*self._routers, router]
 
+    def add_tool_environment(self, contribute: Callable[[str], Mapping[str, str]]) -> None:
+        """Add variables to the environment of the commands tools run in a channel:
+        ``contribute(channel)`` returns them (custom agents give the chat's id, say)."""
+        self._tool_environments = [*self._tool_environments, contribute]
+
+    def _tool_environment(self, channel: str) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for contribute in self._tool_environments:
+            try:
+                env.update(contribute(channel))
+            except Exception:  # a variable missing is better than a run failing
+                log.exception("the tool environment for %s could not be made", channel)
+        return env
+
     def _route(self, run: Run, sink: RunSink, slot: LaneSlot) -> RunResult | None:
         request = RouteRequest(
             run.event,
@@ -306,6 +321,7 @@ class Engine:
             transport_id=run.transport_id,
             thread=run.event.thread,
             model=setup.model if setup else self.settings.model,
+            env=self._tool_environment(run.channel),
         )
         user = Message(
             "user", _user_prompt(run.event, profile.attachments_tag_name, self.settings.data_dir)

@@ -59,6 +59,8 @@ class ToolContext:
     transport_id: str = ""
     thread: str | None = None
     model: str = ""  # the model the calling run uses ("" = the provider's own)
+    # Added to the environment of the commands a tool runs (see Engine.add_tool_environment).
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 class Sandbox(Protocol):

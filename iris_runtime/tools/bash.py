@@ -88,7 +88,7 @@ def _run(
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=tool_environment(os.environ),
+            env={**tool_environment(os.environ), **ctx.env},
             start_new_session=True,  # own process group, so killpg reaches grandchildren
         )
     deadline = time.monotonic() + timeout

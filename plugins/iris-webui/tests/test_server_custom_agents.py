@@ -49,7 +49,9 @@ def test_a_relay_agent_is_picked_streams_and_draws_tool_cards(
             ("start", "read", "report.pdf", "report.pdf"),
             ("end", "read", "report.pdf", "report.pdf"),
         ]
-        assert cards[1]["result"] == "42 pages" and cards[0]["id"] == cards[1]["id"] == "1"
+        assert cards[1]["result"] == "42 pages" and cards[0]["id"] == cards[1]["id"]
+        turn_id = agent.posts("message")[0]["turn_id"]
+        assert cards[0]["id"] == f"{turn_id}:1"  # the agent's "1", within its turn
         replies = [f["text"] for f in frames if f["type"] == "reply"]
         assert replies[-1] == "It argues three things."
         assert frames[-1]["agent"] == "butler" and frames[-1]["status"] == "completed"
