@@ -17,7 +17,7 @@ The six modes (a channel without an entry keeps its transport's own behaviour):
 - ``leads``: every top-level message runs and is answered in its own thread (one conversation per
   thread); replies in a thread follow the ``thread`` rules.
 - ``passthrough``: every message goes to the named agent without Iris's model, answered in the
-  message's thread.
+  message's thread (one conversation per thread; per channel where threads are only topics).
 
 Pure: no I/O, no platform words. Whether Iris has answered in a thread is an input
 (:attr:`InboundMessage.thread_answered`), looked up by the caller.
@@ -55,6 +55,9 @@ class InboundMessage:
     from_bot: bool = False  # posted by a bot (Iris included)
     edited: bool = False  # an edit of an earlier message
     thread_answered: bool = False  # Iris has already answered in ``thread``
+    # Whether a reply can open a thread under any message (False where threads are only
+    # topics made beforehand): a passthrough then keeps one conversation for the channel.
+    threads: bool = True
 
 
 @dataclass(frozen=True)
@@ -139,14 +142,11 @@ def resolve_dispatch(inbound: InboundMessage, config: DispatchConfig) -> Decisio
             reason="not an admin",
         )
     if mode == "passthrough":
-        return Decision(
-            RUN,
-            mode,
-            conversation_key(channel, thread),
-            thread or inbound.message_id,
-            target=rule.agent,
-            reason=f"relayed to {rule.agent}",
-        )
+        # A top-level message opens its own thread where the platform can: the follow-ups
+        # people write there continue the agent's conversation.
+        own = thread or (inbound.message_id if inbound.threads else None)
+        why = f"relayed to {rule.agent}"
+        return Decision(RUN, mode, conversation_key(channel, own), own, rule.agent, reason=why)
     if thread is None:
         if mode == "leads" or inbound.mentioned:
             why = "a new lead" if mode == "leads" else "a mention starts a thread"

@@ -118,10 +118,7 @@ def test_every_mode_and_message_kind(
             CHANNEL,
             THREAD if in_thread else None,
         )
-    elif mode == "passthrough":
-        assert decision.reply_thread == (THREAD if in_thread else MESSAGE)
-        assert decision.conversation == (f"{CHANNEL}@{THREAD}" if in_thread else CHANNEL)
-    else:  # thread, interactive-thread, leads: one conversation per thread
+    else:  # thread, interactive-thread, leads, passthrough: one conversation per thread
         own = THREAD if in_thread else MESSAGE
         assert (decision.conversation, decision.reply_thread) == (f"{CHANNEL}@{own}", own)
 
@@ -138,6 +135,17 @@ def test_defaults_cover_group_channels_but_never_a_direct_conversation() -> None
     assert resolve_dispatch(group, config).action == IGNORE  # top level, no mention
     direct = InboundMessage(channel="D0OTHER01", message_id=MESSAGE, user="U1", direct=True)
     assert resolve_dispatch(direct, config).action == UNCONFIGURED
+
+
+def test_passthrough_keeps_one_conversation_where_threads_are_only_topics() -> None:
+    top = InboundMessage(channel=CHANNEL, message_id=MESSAGE, user="U1", threads=False)
+    decision = resolve_dispatch(top, config_for("passthrough"))
+    assert (decision.conversation, decision.reply_thread) == (CHANNEL, None)
+    topic = InboundMessage(
+        channel=CHANNEL, message_id=MESSAGE, user="U1", thread="7", threads=False
+    )
+    decision = resolve_dispatch(topic, config_for("passthrough"))
+    assert (decision.conversation, decision.reply_thread) == (f"{CHANNEL}@7", "7")
 
 
 def test_conversation_keys_round_trip() -> None:

@@ -417,12 +417,12 @@ class SlackTransport:
         conversation: str | None = None,
         agent: str | None = None,
     ) -> None:
-        """A run for the message; a channel mode gives the thread to answer in, the
-        conversation (a thread's own, or the channel) and the agent that answers."""
-        text = inbound_text(raw, self.bot_user_id)
-        if thread is None:
+        """A run for the message. A channel mode gives the conversation (a thread's own, or
+        the channel), the thread to answer in (None: at top level) and the agent that answers;
+        without one, the answer goes in the message's thread."""
+        if conversation is None:
             thread = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else ts
-        assert isinstance(thread, str)
+        text = inbound_text(raw, self.bot_user_id)
         key = conversation or channel
         if text.strip().lower() in STOP_WORDS:
             self.log_only(channel, event, raw, user)
@@ -464,7 +464,7 @@ class SlackTransport:
             return
         ticket.add_done_callback(lambda result: self._settled(key, ts, thread, result))
 
-    def _settled(self, key: str, ts: str, thread: str, result: RunResult) -> None:
+    def _settled(self, key: str, ts: str, thread: str | None, result: RunResult) -> None:
         """A run that never reached its reply (cancelled at shutdown, or failed before it
         started working) must not leave *Thinking…* behind: its placeholder says what
         happened."""
@@ -478,7 +478,7 @@ class SlackTransport:
         elif ctx is not None and not ctx.finished:
             ctx.abandon(f"_{note}_")
 
-    def _stop(self, channel: str, thread: str, key: str) -> None:
+    def _stop(self, channel: str, thread: str | None, key: str) -> None:
         """Stop the run of ``key`` (the channel, or a thread's own conversation)."""
         with self._lock:
             ctx = self._active.get(key)

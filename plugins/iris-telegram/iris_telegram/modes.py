@@ -30,6 +30,7 @@ def inbound_of(inbound: Inbound) -> InboundMessage:
         mentioned=inbound.mentioned,
         direct=inbound.chat_type == "private",
         from_bot=inbound.from_bot,
+        threads=False,  # Telegram's threads are forum topics, opened beforehand
     )
 
 
