@@ -45,7 +45,7 @@ UNCONFIGURED = "unconfigured"  # no rule for the channel: the transport's own be
 class InboundMessage:
     """One message as every transport describes it."""
 
-    channel: str  # the Iris channel id ("tg-<chat id>", a Slack channel id, ...)
+    channel: str  # the Iris channel id, as the transport names its channels
     message_id: str
     user: str  # the platform's user id, as a string
     text: str = ""

@@ -4,7 +4,7 @@ Shape::
 
     {"C0123ABC": {"mode": "thread"},
      "C0ADMIN1": {"mode": "admin", "admins": ["U0123ABC"]},
-     "tg--1001234567": {"mode": "passthrough", "agent": "helper"},
+     "C0RELAY01": {"mode": "passthrough", "agent": "helper"},
      "defaults": {"mode": "thread"}}
 
 Keys are Iris channel ids (``defaults`` covers group channels without an entry); ``admins`` are
@@ -108,7 +108,7 @@ def _rule(value: Any, where: str) -> ChannelRule:
         for admin in admins:
             if not isinstance(admin, str) or not admin.strip() or len(admin) > MAX_USER_ID:
                 raise ConfigError(
-                    f"{where}: admins are user ids as strings (a Telegram id in decimal), "
+                    f"{where}: admins are user ids as strings (numeric ids in decimal), "
                     f"got {admin!r}"
                 )
     elif admins is not None:

@@ -2,8 +2,10 @@
 
 Inbound: Events API envelopes over the Socket Mode WebSocket (acknowledged at once, duplicates
 dropped). ``app_mention`` in a channel and any message in a direct message start a run; every
-other message is written to the channel's log only. ``stop`` stops the channel's run through
-``Engine.handle_stop``. Files are saved into the channel's folder first.
+other message is written to the channel's log only, unless the channel has a mode in
+``channels.json`` (see :mod:`iris_slack.modes`: a thread may then be a conversation of its own,
+``C…@<thread ts>``, which every method here accepts as a channel id). ``stop`` stops the run
+through ``Engine.handle_stop``. Files are saved into the channel's folder first.
 
 Channels: a Slack conversation id (``C…``, ``G…``, ``D…`` followed by capital letters and
 digits, at least one of them a digit, as every Slack id has) belongs to this transport, so
