@@ -44,7 +44,7 @@ def config_for(mode: str) -> DispatchConfig:
 
 # What the issue fixes, one row per mode: (top level runs?, in thread runs?) for a mention and
 # without one; the conversation and the thread answered in (own: the message's own thread).
-TRIGGERS = {
+TRIGGERS: dict[str, dict[tuple[bool, bool], bool | str]] = {
     # mode: {(in_thread, mentioned): runs}
     "dm": {(False, False): True, (False, True): True, (True, False): True, (True, True): True},
     "thread": {

@@ -16,7 +16,6 @@ seen yet.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import OrderedDict
 from contextlib import AbstractContextManager
@@ -32,12 +31,10 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web import WebClient
 
-from iris_runtime.engine.channels import resolve_channel_path
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.dispatch import split_conversation
 from iris_runtime.engine.runs import RunResult
 from iris_runtime.engine.transport import (
-    Attachment,
     ChannelInfo,
     ChannelState,
     TransportEvent,
@@ -50,6 +47,7 @@ from iris_slack.channel_ids import CHANNEL_ID
 from iris_slack.config import SlackConfig
 from iris_slack.context import THINKING, SlackContext
 from iris_slack.directory import Directory
+from iris_slack.files import save_files
 from iris_slack.modes import TS
 from iris_slack.ordering import OrderedLanes
 from iris_slack.profile import SLACK_PROFILE
@@ -59,7 +57,6 @@ from iris_slack.text import (
     clip_line,
     escape,
     inbound_text,
-    safe_file_name,
     split_chunks,
 )
 from iris_slack.throttle import EditPacer
@@ -69,7 +66,6 @@ log = logging.getLogger(__name__)
 STOP_WORDS = frozenset({"stop", "/stop", "stop!", "stop."})
 # Message subtypes that are a person saying something; edits, joins, bots and the like are not.
 SPOKEN_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
-MAX_FILES_PER_MESSAGE = 10
 SEEN_CAPACITY = 4096
 QUEUED = "Queued: I will answer when the current reply is done."
 BUSY = (
@@ -437,7 +433,9 @@ class SlackTransport:
             return
         busy = self._engine.is_running(key)
         placeholder = self.post_quietly(channel, f"_{QUEUED if busy else THINKING}_", thread)
-        attachments, problems = self._save_files(channel, ts, files)
+        attachments, problems = save_files(
+            self.api, self._config.max_file_bytes, self._data_dir, channel, ts, files
+        )
         if problems:
             text = "\n".join([text, *problems]).strip()
         run_event = TransportEvent(
@@ -514,49 +512,6 @@ class SlackTransport:
             self.update_message(channel, placeholder, text)
         except SlackError as exc:
             log.warning("slack: could not edit a message in %s: %s", channel, exc.error)
-
-    # -- files --------------------------------------------------------------------------------
-
-    def _save_files(
-        self, channel: str, ts: str, files: list[dict[str, Any]]
-    ) -> tuple[list[Attachment], list[str]]:
-        """Download shared files into ``<channel>/attachments/``; problems as prompt lines."""
-        saved: list[Attachment] = []
-        problems: list[str] = []
-        for index, info in enumerate(files):
-            name = safe_file_name(str(info.get("name") or info.get("title") or ""), f"file{index}")
-            if index >= MAX_FILES_PER_MESSAGE:
-                problems.append(f"(file {name} was not saved: at most {MAX_FILES_PER_MESSAGE})")
-                continue
-            try:
-                saved.append(self._save_file(channel, ts, index, name, info))
-            except SlackError as exc:
-                log.warning("slack: a file shared in %s was not saved: %s", channel, exc.error)
-                problems.append(f"(file {name} was not saved: {exc.error})")
-            except (IrisError, OSError) as exc:
-                log.warning("slack: a file shared in %s was not saved: %s", channel, exc)
-                problems.append(f"(file {name} was not saved)")
-        return saved, problems
-
-    def _save_file(
-        self, channel: str, ts: str, index: int, name: str, info: dict[str, Any]
-    ) -> Attachment:
-        url = info.get("url_private_download") or info.get("url_private")
-        if not isinstance(url, str) or info.get("mode") in {"tombstone", "external"}:
-            raise SlackError("files.download", "not_downloadable")
-        size = info.get("size")
-        limit = self._config.max_file_bytes
-        if isinstance(size, int) and size > limit:
-            raise SlackError("files.download", "file_too_large")
-        stamp = safe_file_name(ts, "0")
-        path = resolve_channel_path(
-            self._data_dir, channel, "attachments", f"{stamp}_{index}_{name}"
-        )
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        self.api.download(url, limit, tmp)  # streamed, at most ``limit`` bytes, mode 0600
-        os.replace(tmp, path)
-        return Attachment(local=str(path.relative_to(self._data_dir)), name=name)
 
 
 def _ended_note(result: RunResult) -> str:

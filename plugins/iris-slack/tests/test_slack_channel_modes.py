@@ -269,5 +269,19 @@ def test_changes_apply_without_restart_and_a_bad_file_keeps_the_last_good_one(
     doctor = run_iris("doctor", "--json", env=env)
     [check] = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "channels"]
     assert check["status"] == "fail" and "colour" in check["detail"]
+    fake.user_message("CADMIN001", "/channels reload", user=ADMIN)
+    fake.wait_for(
+        lambda f: [t for t in top_level_replies(f, "CADMIN001") if "was not applied" in t],
+        "the reload's refusal",
+    )
     write_channels(iris.data_dir, CHANNELS)
+    fake.user_message("CADMIN001", "/channels reload", user=ADMIN)
+    fake.wait_for(
+        lambda f: [t for t in top_level_replies(f, "CADMIN001") if "Reloaded" in t],
+        "the reload",
+    )
     assert iris.get("/channels").json()["problem"] is None
+    ignored = fake.user_message("CPLAIN001", "back to mentions only")
+    asked = fake.mention("CPLAIN001", "are you there")
+    final_reply(fake, "CPLAIN001", asked, "echo: are you there")
+    assert replies(fake, "CPLAIN001", ignored) == []
