@@ -183,6 +183,11 @@ def test_thread_mode_is_mention_gated_with_one_conversation_per_thread(
     final_reply(fake, "CTHREAD01", first, "recall: first topic")
     fake.mention("CTHREAD01", "recall please", thread_ts=second)
     final_reply(fake, "CTHREAD01", second, "recall: second topic")
+    # A thread's conversation is a channel id like any other: an event addressed to it runs in
+    # that conversation and is answered in the thread.
+    answer = iris.post(f"/channels/CTHREAD01@{first}/events", json_body={"text": "recall event"})
+    assert answer.status == 202 and answer.json()["transport"] == "slack"
+    final_reply(fake, "CTHREAD01", first, "recall: first topic | recall please")
     assert replies(fake, "CTHREAD01", ignored) == []
     assert "nobody asked iris" not in prompts(base)
     assert "an unaddressed reply" not in prompts(base)
@@ -193,6 +198,7 @@ def test_thread_mode_is_mention_gated_with_one_conversation_per_thread(
     ] == [
         "first topic",
         "recall please",
+        "recall event",
     ]
     logged = [e.get("text") for e in log_entries(iris, "CTHREAD01")]
     assert "nobody asked iris" in logged and "an unaddressed reply" in logged
