@@ -190,7 +190,16 @@ def run_checks(settings: Settings) -> list[Check]:
         _spawn_check(settings),
         _session_agents_check(settings),
         _custom_agents_check(settings),
+        _channels_check(settings),
     ]
+
+
+def _channels_check(settings: Settings) -> Check:
+    """channels.json: the channel modes a serving Iris would apply, or why it would not."""
+    from iris_runtime.channel_modes.cli import channels_summary
+
+    status, detail = channels_summary(settings)
+    return Check("channels", status, detail)
 
 
 def _session_agents_check(settings: Settings) -> Check:
