@@ -12,11 +12,12 @@ import threading
 import weakref
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 
 from iris_runtime.agents.registry import registry_for
 from iris_runtime.config import Settings
-from iris_runtime.custom_agents.catalog import Catalog
+from iris_runtime.custom_agents.acp_host import AcpHost
+from iris_runtime.custom_agents.acp_models import is_model_command, model_command
+from iris_runtime.custom_agents.catalog import Catalog, LoadedAgent
 from iris_runtime.custom_agents.chats import ChatBook
 from iris_runtime.custom_agents.ratelimit import RateLimit
 from iris_runtime.custom_agents.relay import RelayError, message_body, post_turn, send_stop
@@ -25,8 +26,8 @@ from iris_runtime.custom_agents.settings import (
     RATE_PER_WINDOW,
     CustomAgentSettings,
 )
-from iris_runtime.custom_agents.signin import READY, UNAVAILABLE, status_of
-from iris_runtime.custom_agents.turns import OpenTurns, TurnOutput
+from iris_runtime.custom_agents.signin import READY, status_of
+from iris_runtime.custom_agents.turns import OpenTurns, TurnOutput, TurnResult
 from iris_runtime.data_layout import CUSTOM_AGENTS_DIR
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.transport import Attachment
@@ -40,13 +41,6 @@ _services: weakref.WeakKeyDictionary[Engine, CustomAgents] = weakref.WeakKeyDict
 def service_of(engine: Engine) -> CustomAgents | None:
     """The custom agents of a started engine (None before ``engine_started``, or without)."""
     return _services.get(engine)
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    text: str
-    status: str  # done | stopped | failed
-    error: str | None = None
 
 
 def bridge_names_for(settings: Settings) -> Callable[[], Collection[str]]:
@@ -72,6 +66,8 @@ class CustomAgents:
         self.turns = OpenTurns()
         self.rate = RateLimit(RATE_PER_WINDOW, config.rate_window_seconds, RATE_BURST)
         self._closers: list[Callable[[], None]] = []
+        settings = engine.settings
+        self.acp = AcpHost(self.chats, config, settings.data_dir, settings.workspace)
         _services[engine] = self
 
     def start(self) -> None:
@@ -97,6 +93,7 @@ class CustomAgents:
     def stop(self) -> None:
         # Open turns end the way a restart ends them: from now on their requests are refused.
         self.turns.end_all("shutdown")
+        self.acp.stop()
         for close in reversed(self._closers):
             try:
                 close()
@@ -121,9 +118,12 @@ class CustomAgents:
         if agent is None:
             return TurnResult("", "failed", f"no custom agent named {kind!r} is loaded")
         manifest = agent.manifest
+        if manifest.shape == "acp":
+            chat_id = self.chats.id_for(channel)
+            if is_model_command(text):
+                return TurnResult(model_command(self.chats, manifest, chat_id, text), "done")
+            return self.acp.ask(manifest, chat_id, text, attachments, output, abort, off_lane)
         status = status_of(manifest)
-        if status == UNAVAILABLE:
-            return TurnResult("", "failed", "ACP agents cannot be run by this Iris yet")
         if status != READY:
             hint = f"iris custom-agents setup {kind} --provider <id>"
             return TurnResult("", "failed", f"it needs sign-in first: {hint}")
@@ -147,6 +147,11 @@ class CustomAgents:
         if reason in {"stopped", "silence"} and not self.turns.end(turn, reason):
             reason = turn.ended or reason  # turn.done won the race: it finished after all
         return self._result(turn.text(), reason, manifest.relay, chat_id, turn.turn_id)
+
+    def restart(self, kind: str) -> LoadedAgent | None:
+        """An agent restart: the manifest is read again and a live ACP process is killed."""
+        self.acp.restart(kind)
+        return self.catalog.restart(kind)
 
     def _result(self, text: str, reason: str, url: str, chat_id: str, turn_id: str) -> TurnResult:
         if reason == "done":

@@ -27,6 +27,13 @@ class TurnOutput(Protocol):
     def tool(self, event: ToolEvent) -> None: ...
 
 
+@dataclass(frozen=True)
+class TurnResult:
+    text: str
+    status: str  # done | stopped | failed
+    error: str | None = None
+
+
 def new_turn_id() -> str:
     return "t_" + secrets.token_hex(16)
 
