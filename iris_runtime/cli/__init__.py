@@ -29,6 +29,7 @@ BUILTIN_COMMANDS = {
     "events": ("events_cmd", "events"),
     "custom-agents": ("custom_agents_cmd", "custom_agents"),
     "reach": ("reach_cmd", "reach_group"),
+    "acp": ("acp_cmd", "acp"),
 }
 
 

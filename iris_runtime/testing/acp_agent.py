@@ -88,7 +88,8 @@ class TestAgent:
 
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
         caps = kwargs.get("client_capabilities")
-        self.note("initialize", protocol_version=protocol_version, caps=caps and caps.model_dump(by_alias=True, exclude_none=True))
+        shown = caps and caps.model_dump(by_alias=True, exclude_none=True)
+        self.note("initialize", protocol_version=protocol_version, caps=shown)
         return InitializeResponse(
             protocol_version=9 if "--bad-version" in self.flags else PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
@@ -163,9 +164,7 @@ class TestAgent:
             await self.conn.session_update(session_id, plan)
             await say("thought about it")
         elif word == "env":
-            await say(
-                f"pid={os.getpid()} model={os.environ.get('TEST_AGENT_MODEL', '')}"
-            )
+            await say(f"pid={os.getpid()} model={os.environ.get('TEST_AGENT_MODEL', '')}")
         elif word == "images":
             await say(f"blocks: {' '.join(types)}")
         elif word == "recall":

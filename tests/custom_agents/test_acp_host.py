@@ -128,7 +128,9 @@ def test_stop_cancels_then_kills_even_an_agent_that_ignores_cancel(setup: Setup)
     pid = pid_of(setup.ask("stop", "@coder env").json()["text"])
     for word in ("wait", "hang"):
         pending = in_background(lambda word=word: setup.ask("stop", f"@coder {word}"))
-        wait_until(lambda word=word: [p for p in recorded(record, "session/prompt") if p["text"] == word])
+        wait_until(
+            lambda word=word: [p for p in recorded(record, "session/prompt") if p["text"] == word]
+        )
         assert iris.post("/sessions/stop/stop").json() == {"stopped": True}
         reply = pending(30)
         assert reply.status == 200 and reply.json()["status"] == "stopped"
@@ -155,7 +157,10 @@ def test_bad_peers_missing_bin_wrong_version_and_malformed_lines(setup: Setup) -
     iris = setup.serve()
     gone = setup.ask("g", "@gone hi")
     assert gone.status == 502
-    assert gone.json()["error"] == "/nonexistent/agent-acp could not be started: No such file or directory"
+    assert (
+        gone.json()["error"]
+        == "/nonexistent/agent-acp could not be started: No such file or directory"
+    )
     nine = setup.ask("g", "@nine echo hi")
     assert nine.json()["error"] == "it speaks ACP protocol version 9; Iris speaks 1"
     garbage = setup.ask("g", "@coder garbage")
@@ -181,9 +186,7 @@ def test_images_are_sent_ahead_of_the_text_or_dropped_and_counted(setup: Setup) 
 
 def test_model_choice_sets_the_variable_and_the_config_option(setup: Setup) -> None:
     models = {"models": [{"id": "fast"}, {"id": "deep", "label": "Deep"}]}
-    record = acp_agent(
-        setup, "coder", "--model-option", modelEnv="TEST_AGENT_MODEL", **models
-    )
+    record = acp_agent(setup, "coder", "--model-option", modelEnv="TEST_AGENT_MODEL", **models)
     acp_agent(setup, "plain", "--model-option", "--no-config", **models)
     setup.serve()
     shown = setup.ask("m", "@coder /model").json()["text"]
