@@ -12,10 +12,10 @@ import threading
 import weakref
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 from iris_runtime.agents.registry import registry_for
 from iris_runtime.config import Settings
-from iris_runtime.custom_agents.acp_host import AcpHost
 from iris_runtime.custom_agents.acp_models import is_model_command, model_command
 from iris_runtime.custom_agents.catalog import Catalog, LoadedAgent
 from iris_runtime.custom_agents.chats import ChatBook
@@ -32,6 +32,9 @@ from iris_runtime.data_layout import CUSTOM_AGENTS_DIR
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.transport import Attachment
 from iris_runtime.errors import ConfigError, IrisError
+
+if TYPE_CHECKING:
+    from iris_runtime.custom_agents.acp_host import AcpHost
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +69,20 @@ class CustomAgents:
         self.turns = OpenTurns()
         self.rate = RateLimit(RATE_PER_WINDOW, config.rate_window_seconds, RATE_BURST)
         self._closers: list[Callable[[], None]] = []
-        settings = engine.settings
-        self.acp = AcpHost(self.chats, config, settings.data_dir, settings.workspace)
+        self._acp: AcpHost | None = None
+        self._acp_lock = threading.Lock()
         _services[engine] = self
+
+    @property
+    def acp(self) -> AcpHost:
+        """The ACP host, made on first use: an Iris with no ACP agent never loads the SDK."""
+        with self._acp_lock:
+            if self._acp is None:
+                from iris_runtime.custom_agents.acp_host import AcpHost
+
+                settings = self.engine.settings
+                self._acp = AcpHost(self.chats, self.config, settings.data_dir, settings.workspace)
+            return self._acp
 
     def start(self) -> None:
         from iris_runtime.custom_agents.reach import ReachServer
@@ -93,7 +107,8 @@ class CustomAgents:
     def stop(self) -> None:
         # Open turns end the way a restart ends them: from now on their requests are refused.
         self.turns.end_all("shutdown")
-        self.acp.stop()
+        if self._acp is not None:
+            self._acp.stop()
         for close in reversed(self._closers):
             try:
                 close()
@@ -150,7 +165,8 @@ class CustomAgents:
 
     def restart(self, kind: str) -> LoadedAgent | None:
         """An agent restart: the manifest is read again and a live ACP process is killed."""
-        self.acp.restart(kind)
+        if self._acp is not None:
+            self._acp.restart(kind)
         return self.catalog.restart(kind)
 
     def _result(self, text: str, reason: str, url: str, chat_id: str, turn_id: str) -> TurnResult:
