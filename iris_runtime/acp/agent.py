@@ -46,6 +46,7 @@ from acp.schema import (
 
 from iris_runtime import __version__
 from iris_runtime.acp.models import ModelOption
+from iris_runtime.acp.permissions import Asker
 from iris_runtime.acp.transport import CHANNEL_PREFIX, AcpTransport, channel_of
 from iris_runtime.engine.channels import resolve_channel_dir, resolve_channel_path
 from iris_runtime.engine.core import Engine
@@ -68,15 +69,19 @@ FAILED = {"failed", "max_turns", "cancelled"}
 
 
 class IrisAgent:
-    def __init__(self, engine: Engine, transport: AcpTransport, models: ModelOption) -> None:
+    def __init__(
+        self, engine: Engine, transport: AcpTransport, models: ModelOption, asker: Asker
+    ) -> None:
         self.engine = engine
         self.transport = transport
         self.models = models
+        self.asker = asker
         self.conn: Client | None = None
         self.data_dir = engine.settings.data_dir
 
     def on_connect(self, conn: Client) -> None:
         self.conn = conn
+        self.asker.conn = conn
 
     # -- set-up -------------------------------------------------------------------------------
 

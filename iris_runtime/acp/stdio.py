@@ -20,6 +20,7 @@ from acp.interfaces import Agent
 
 from iris_runtime.acp.agent import IrisAgent
 from iris_runtime.acp.models import ModelOption
+from iris_runtime.acp.permissions import Asker, gate_tools
 from iris_runtime.acp.transport import AcpTransport
 from iris_runtime.config import Settings
 
@@ -37,15 +38,19 @@ def protocol_stdout() -> BinaryIO:
     return protocol
 
 
-def serve_stdio(settings: Settings) -> None:
+def serve_stdio(settings: Settings, *, ask_permission: bool = False) -> None:
     from iris_runtime.runtime import Runtime
 
     out = protocol_stdout()
     runtime = Runtime.build(settings)
     transport = AcpTransport(runtime.engine)
     runtime.engine.add_transport(transport, internal=True)
+    asker = Asker()
+    if ask_permission:
+        gated = gate_tools(runtime.engine.tools, asker)
+        log.info("the editor is asked before every call of: %s", ", ".join(gated) or "nothing")
     runtime.start()
-    agent = IrisAgent(runtime.engine, transport, ModelOption(settings))
+    agent = IrisAgent(runtime.engine, transport, ModelOption(settings), asker)
     try:
         asyncio.run(_serve(agent, out))
     finally:
@@ -54,6 +59,7 @@ def serve_stdio(settings: Settings) -> None:
 
 async def _serve(agent: IrisAgent, out: BinaryIO) -> None:
     loop = asyncio.get_running_loop()
+    agent.asker.loop = loop
     stdin = asyncio.StreamReader(limit=LINE_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin.buffer)
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)

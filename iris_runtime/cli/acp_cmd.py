@@ -20,8 +20,14 @@ from iris_runtime.errors import ConfigError
     default=None,
     help="The Iris data folder whose sessions, memory and skills to use (default: IRIS_DATA_DIR).",
 )
+@click.option(
+    "--ask-permission",
+    is_flag=True,
+    envvar="IRIS_ACP_ASK_PERMISSION",
+    help="Ask the editor before every bash, write or edit tool call (IRIS_ACP_ASK_PERMISSION=1).",
+)
 @click.option("--verbose", is_flag=True, help="Log at debug level (on stderr).")
-def acp(data_dir: Path | None, verbose: bool) -> None:
+def acp(data_dir: Path | None, ask_permission: bool, verbose: bool) -> None:
     """Speak the Agent Client Protocol on stdin/stdout; logs go to stderr."""
     logging.basicConfig(
         stream=sys.stderr,
@@ -36,4 +42,4 @@ def acp(data_dir: Path | None, verbose: bool) -> None:
         raise click.ClickException(exc.message) from None
     from iris_runtime.acp.stdio import serve_stdio
 
-    serve_stdio(settings)
+    serve_stdio(settings, ask_permission=ask_permission)

@@ -28,6 +28,7 @@ class Editor:
     def __init__(self) -> None:
         self.updates: list[tuple[str, Any]] = []
         self.permissions: list[Any] = []
+        self.answer = "allow"  # the option id the user picks when asked
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append((session_id, update))
@@ -37,7 +38,7 @@ class Editor:
     ) -> RequestPermissionResponse:
         self.permissions.append(tool_call)
         return RequestPermissionResponse(
-            outcome=AllowedOutcome(option_id=options[0].option_id, outcome="selected")
+            outcome=AllowedOutcome(option_id=self.answer, outcome="selected")
         )
 
     def of(self, session_id: str, kind: str | None = None) -> list[Any]:
@@ -53,7 +54,7 @@ class Editor:
 
 @asynccontextmanager
 async def iris_acp(
-    data_dir: Path, **env: str
+    data_dir: Path, *flags: str, **env: str
 ) -> AsyncIterator[tuple[ClientSideConnection, Editor, InitializeResponse]]:
     editor = Editor()
     environment = clean_environment(IRIS_DATA_DIR=str(data_dir), **env)
@@ -63,6 +64,7 @@ async def iris_acp(
         "-m",
         "iris_runtime",
         "acp",
+        *flags,
         env=environment,
         transport_kwargs={"limit": 50 * 1024 * 1024, "shutdown_timeout": 20.0},
     ) as (conn, _process):

@@ -204,3 +204,29 @@ def test_a_turn_reaches_a_custom_acp_agent_through_at_routing(
             assert editor.text(sid) == "You said: from the editor"
 
     run(go)
+
+
+def test_ask_permission_asks_the_editor_and_honours_the_answer(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    async def go() -> None:
+        async with iris_acp(tmp_path / "data", "--ask-permission", **env) as (conn, editor, _i):
+            session = await conn.new_session(cwd=str(tmp_path))
+            sid = session.session_id
+            editor.answer = "reject"
+            await conn.prompt(session_id=sid, prompt=[text_block("list files")])
+            (asked,) = editor.permissions
+            assert asked.title == "bash" and asked.kind == "execute"
+            assert asked.raw_input == {"command": "echo hi-from-bash"}
+            (declined,) = editor.of(sid, "tool_call_update")
+            assert declined.status == "failed"
+            assert declined.raw_output == "the user declined this tool call"
+            editor.answer = "always"
+            await conn.prompt(session_id=sid, prompt=[text_block("list files")])
+            await conn.prompt(session_id=sid, prompt=[text_block("list files")])
+            assert len(editor.permissions) == 2, "always is remembered for the session"
+            ran = editor.of(sid, "tool_call_update")[1:]
+            assert [u.status for u in ran] == ["completed", "completed"]
+            assert "hi-from-bash" in ran[0].raw_output
+
+    run(go)
