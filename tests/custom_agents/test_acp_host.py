@@ -214,3 +214,19 @@ def test_an_agent_restart_kills_its_process(setup: Setup) -> None:
     assert iris.post("/custom-agents/coder/restart", json_body={}).status == 200
     wait_until(lambda: not alive(pid))
     assert pid_of(setup.ask("x", "@coder env").json()["text"]) != pid
+
+
+def test_a_load_the_agent_refuses_falls_back_to_a_new_session_with_the_notice(
+    setup: Setup,
+) -> None:
+    record = acp_agent(setup, "coder", "--load")
+    setup.serve()
+    setup.ask("lost", "@coder echo one")
+    setup.ask("other", "@coder echo two")
+    record.with_suffix(".sessions.json").unlink()  # the agent lost its sessions
+    reply = setup.ask("lost", "@coder recall").json()["text"]
+    assert reply == (
+        "This agent could not restore its memory of this chat, so it is continuing fresh."
+        "\n\nI remember: "
+    )
+    assert len(recorded(record, "session/load")) == 1
