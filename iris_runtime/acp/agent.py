@@ -78,6 +78,7 @@ class IrisAgent:
         self.asker = asker
         self.conn: Client | None = None
         self.data_dir = engine.settings.data_dir
+        self._prompting: set[str] = set()  # channels with a prompt in progress
 
     def on_connect(self, conn: Client) -> None:
         self.conn = conn
@@ -162,13 +163,22 @@ class IrisAgent:
         stream = _UpdateStream(self._conn(), session_id, loop)
         token = self.engine.observers.register(channel, stream.observe)
         event = TransportEvent(channel=channel, text=text, user="editor", attachments=attachments)
+        self._prompting.add(channel)
         try:
             try:
                 ticket = await loop.run_in_executor(None, self.transport.submit, event, stream)
             except IrisError as exc:
+                await stream.flush()
                 raise RequestError.internal_error({"details": exc.message}) from None
-            result = await loop.run_in_executor(None, ticket.wait)
+            try:
+                result = await loop.run_in_executor(None, ticket.wait)
+            except asyncio.CancelledError:
+                # The connection is closing (the editor went away): nobody will read this run,
+                # and an executor thread still waiting on it would keep the process alive.
+                self.engine.handle_stop(channel)
+                raise
         finally:
+            self._prompting.discard(channel)
             self.engine.observers.unregister(channel, token)
         if result.status in FAILED:
             stream.text(f"\n\n(Iris failed: {result.error or result.status})")
@@ -190,6 +200,11 @@ class IrisAgent:
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         return None
+
+    def stop_all(self) -> None:
+        """The editor went away: stop the runs it was waiting for (nobody will read them)."""
+        for channel in list(self._prompting):
+            self.engine.handle_stop(channel)
 
     # -- helpers ------------------------------------------------------------------------------
 

@@ -70,6 +70,7 @@ async def _serve(agent: IrisAgent, out: BinaryIO) -> None:
         await run_agent(cast(Agent, agent), input_stream=writer, output_stream=checked)
     finally:
         pump.cancel()
+        agent.stop_all()
     log.info("the editor closed the connection")
 
 

@@ -230,3 +230,48 @@ def test_ask_permission_asks_the_editor_and_honours_the_answer(
             assert "hi-from-bash" in ran[0].raw_output
 
     run(go)
+
+
+def test_an_editor_that_goes_away_mid_prompt_stops_the_run_and_iris_exits(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    environment = clean_environment(IRIS_DATA_DIR=str(tmp_path / "data"), **env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "iris_runtime", "acp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=environment,
+    )
+    assert process.stdin is not None and process.stdout is not None
+
+    def call(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert process.stdin is not None and process.stdout is not None
+        line = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        process.stdin.write(json.dumps(line).encode() + b"\n")
+        process.stdin.flush()
+        while True:
+            answer: dict[str, Any] = json.loads(process.stdout.readline())
+            if answer.get("id") == rid:
+                return answer
+
+    try:
+        call(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        sid = call(2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})["result"]
+        prompt = {"sessionId": sid["sessionId"], "prompt": [{"type": "text", "text": "slow"}]}
+        process.stdin.write(
+            json.dumps(
+                {"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt}
+            ).encode()
+            + b"\n"
+        )
+        process.stdin.flush()
+        first = json.loads(process.stdout.readline())  # the run is under way
+        assert first["method"] == "session/update"
+        process.stdin.close()
+        # The scripted turn would sleep 60 s; the editor's leaving stops it instead.
+        assert process.wait(45) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
