@@ -148,6 +148,8 @@ class AcpHost:
             live.client.stopping = True
             self._loop.submit(self._cancel_then_kill(live, prompt))
             return TurnResult(turn.text(), "stopped")
+        if reason == "shutdown":  # stop() kills the process and ends the loop itself
+            return TurnResult(turn.text(), "failed", "Iris stopped before the agent finished")
         if reason == "silence":
             error = f"it went silent: no update for {self.config.acp_silence_seconds:g} s"
             if live.process.malformed:

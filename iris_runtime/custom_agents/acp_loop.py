@@ -22,10 +22,13 @@ class LoopThread:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._closed = False
 
     def loop(self) -> asyncio.AbstractEventLoop:
         """The running loop, started on first use (an Iris with no ACP agent starts none)."""
         with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self._name} is stopped")
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 ready = threading.Event()
@@ -54,6 +57,7 @@ class LoopThread:
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
+            self._closed = True
         if loop is None or thread is None:
             return
         loop.call_soon_threadsafe(loop.stop)

@@ -230,3 +230,14 @@ def test_a_load_the_agent_refuses_falls_back_to_a_new_session_with_the_notice(
         "\n\nI remember: "
     )
     assert len(recorded(record, "session/load")) == 1
+
+
+def test_a_restart_of_iris_kills_the_agent_and_the_chat_carries_on(setup: Setup) -> None:
+    record = acp_agent(setup)
+    iris = setup.serve()
+    pending = in_background(lambda: setup.ask("r", "@coder hang"))
+    prompt = wait_until(lambda: [p for p in recorded(record, "session/prompt")])[0]
+    iris.restart()
+    pending(60)
+    wait_until(lambda: not alive(prompt["pid"]))
+    assert setup.ask("r", "@coder echo back").json()["text"].endswith("You said: back")
