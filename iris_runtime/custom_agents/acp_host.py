@@ -100,10 +100,15 @@ class AcpHost:
         abort: threading.Event,
         off_lane: Callable[[], AbstractContextManager[None]],
     ) -> TurnResult:
-        with off_lane():  # waiting for another chat's turn is not compute
-            while not self._one_turn.acquire(timeout=POLL_SECONDS):
-                if abort.is_set():
-                    return TurnResult("", "stopped")
+        if not self._one_turn.acquire(blocking=False):
+            # One agent process at a time: say why nothing happens yet, never wait unseen.
+            status = getattr(output, "status", None)
+            if callable(status):
+                status("waiting for another chat's turn to finish")
+            with off_lane():  # waiting for another chat's turn is not compute
+                while not self._one_turn.acquire(timeout=POLL_SECONDS):
+                    if abort.is_set():
+                        return TurnResult("", "stopped")
         try:
             turn = self.turns.open(manifest.kind, chat_id, output)
             try:

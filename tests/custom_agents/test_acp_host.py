@@ -241,3 +241,18 @@ def test_a_restart_of_iris_kills_the_agent_and_the_chat_carries_on(setup: Setup)
     pending(60)
     wait_until(lambda: not alive(prompt["pid"]))
     assert setup.ask("r", "@coder echo back").json()["text"].endswith("You said: back")
+
+
+def test_another_chat_waits_visibly_for_the_running_turn(setup: Setup) -> None:
+    record = acp_agent(setup)
+    iris = setup.serve()
+    first = in_background(lambda: setup.ask("one", "@coder wait"))
+    wait_until(lambda: [p for p in recorded(record, "session/prompt") if p["text"] == "wait"])
+    stream = SSEReader(iris, "two")
+    second = in_background(lambda: setup.ask("two", "@coder echo after you"))
+    waiting = "Coder: waiting for another chat's turn to finish"
+    stream.wait_for(lambda evs: any(e.get("text") == waiting for e in evs))
+    assert iris.post("/sessions/one/stop").json() == {"stopped": True}
+    assert first(30).json()["status"] == "stopped"
+    assert second(60).json()["text"] == "You said: after you"
+    stream.close()
