@@ -165,15 +165,14 @@ class AcpHost:
         return TurnResult(turn.text(), "failed", error)
 
     def _wait(self, coro: Awaitable[T], abort: threading.Event) -> T:
-        """Run ``coro`` on the loop; cancelled (and its process killed) when Stop is pressed."""
+        """Run ``coro`` on the loop; cancelled when Stop is pressed."""
         future = self._loop.submit(_as_coroutine(coro))
         while True:
             try:
                 return future.result(POLL_SECONDS)
             except concurrent.futures.TimeoutError:
                 if abort.is_set():
-                    future.cancel()
-                    self._loop.call(self._retire(self._live))
+                    future.cancel()  # the coroutine retires what it started (see _ensure)
                     raise concurrent.futures.CancelledError from None
 
     def model_of(self, manifest: Manifest, chat_id: str) -> str | None:
@@ -217,12 +216,11 @@ class AcpHost:
             await self._retire(live)
         if self._live is not None:
             return self._live, None
-        live = await self._start(manifest, key, model)
-        self._live = live
         try:
+            live = await self._start(manifest, key, model)
             notice = await self._open_session(manifest, live, chat_id, model)
-        except BaseException:
-            await self._retire(live)
+        except BaseException:  # a failure, or Stop (cancelled): the half-started process goes
+            await self._retire(self._live)
             raise
         return live, notice
 

@@ -256,3 +256,15 @@ def test_another_chat_waits_visibly_for_the_running_turn(setup: Setup) -> None:
     assert first(30).json()["status"] == "stopped"
     assert second(60).json()["text"] == "You said: after you"
     stream.close()
+
+
+def test_stop_during_a_hanging_session_creation_kills_the_half_started_agent(
+    setup: Setup,
+) -> None:
+    record = acp_agent(setup, "coder", "--hang-session")
+    iris = setup.serve(IRIS_ACP_START_TIMEOUT_MS="120000")
+    pending = in_background(lambda: setup.ask("h", "@coder echo hi"))
+    (new,) = wait_until(lambda: recorded(record, "session/new"))
+    assert iris.post("/sessions/h/stop").json() == {"stopped": True}
+    assert pending(30).json()["status"] == "stopped"
+    wait_until(lambda: not alive(new["pid"]))
