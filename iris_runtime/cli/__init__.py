@@ -30,6 +30,7 @@ BUILTIN_COMMANDS = {
     "custom-agents": ("custom_agents_cmd", "custom_agents"),
     "reach": ("reach_cmd", "reach_group"),
     "channels": ("channels_cmd", "channels"),
+    "acp": ("acp_cmd", "acp"),
 }
 
 

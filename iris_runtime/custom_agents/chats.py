@@ -114,6 +114,31 @@ class ChatBook:
             session = self._chats.get(chat_id, {}).get("session")
             return session if isinstance(session, str) else None
 
+    def agent_state(self, chat_id: str, kind: str) -> dict[str, Any]:
+        """What the chat keeps for one ACP agent: its ``session``, the chosen ``model``, and
+        whether the owner was ``told_fresh`` (a copy; change it with :meth:`update_agent`)."""
+        with self._lock:
+            agents = self._chats.get(chat_id, {}).get("acp")
+            state = agents.get(kind) if isinstance(agents, dict) else None
+            return dict(state) if isinstance(state, dict) else {}
+
+    def update_agent(self, chat_id: str, kind: str, **changes: Any) -> None:
+        """Set (or, with None, remove) keys of the chat's state for ``kind``."""
+        with self._lock:
+            chat = self._chats.get(chat_id)
+            if chat is None:
+                return
+            agents = chat.setdefault("acp", {})
+            state = agents.setdefault(kind, {})
+            before = dict(state)
+            for key, value in changes.items():
+                if value is None:
+                    state.pop(key, None)
+                else:
+                    state[key] = value
+            if state != before:
+                self._save()
+
     def listing(self) -> list[dict[str, str]]:
         with self._lock:
             return [

@@ -44,6 +44,13 @@ class RouteOutput:
         if event.phase == "start":
             self._request.status(f"{self._label}: → {event.name}")
 
+    def thinking(self, text: str) -> None:
+        if self._request.output is not None:
+            self._request.output.thinking(text)
+
+    def status(self, text: str) -> None:
+        self._request.status(f"{self._label}: {text}")
+
 
 class ToolOutput:
     """A relay turn's progress while Iris's own model waits for it in a tool call."""
@@ -58,6 +65,9 @@ class ToolOutput:
     def tool(self, event: ToolEvent) -> None:
         if event.phase == "start":
             self._ctx.status(f"{self._label}: → {event.name}")
+
+    def status(self, text: str) -> None:
+        self._ctx.status(f"{self._label}: {text}")
 
 
 class CustomAgentRouter:

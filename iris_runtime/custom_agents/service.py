@@ -12,11 +12,12 @@ import threading
 import weakref
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from iris_runtime.agents.registry import registry_for
 from iris_runtime.config import Settings
-from iris_runtime.custom_agents.catalog import Catalog
+from iris_runtime.custom_agents.acp_models import is_model_command, model_command
+from iris_runtime.custom_agents.catalog import Catalog, LoadedAgent
 from iris_runtime.custom_agents.chats import ChatBook
 from iris_runtime.custom_agents.ratelimit import RateLimit
 from iris_runtime.custom_agents.relay import RelayError, message_body, post_turn, send_stop
@@ -25,12 +26,15 @@ from iris_runtime.custom_agents.settings import (
     RATE_PER_WINDOW,
     CustomAgentSettings,
 )
-from iris_runtime.custom_agents.signin import READY, UNAVAILABLE, status_of
-from iris_runtime.custom_agents.turns import OpenTurns, TurnOutput
+from iris_runtime.custom_agents.signin import READY, status_of
+from iris_runtime.custom_agents.turns import OpenTurns, TurnOutput, TurnResult
 from iris_runtime.data_layout import CUSTOM_AGENTS_DIR
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.transport import Attachment
 from iris_runtime.errors import ConfigError, IrisError
+
+if TYPE_CHECKING:
+    from iris_runtime.custom_agents.acp_host import AcpHost
 
 log = logging.getLogger(__name__)
 
@@ -40,13 +44,6 @@ _services: weakref.WeakKeyDictionary[Engine, CustomAgents] = weakref.WeakKeyDict
 def service_of(engine: Engine) -> CustomAgents | None:
     """The custom agents of a started engine (None before ``engine_started``, or without)."""
     return _services.get(engine)
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    text: str
-    status: str  # done | stopped | failed
-    error: str | None = None
 
 
 def bridge_names_for(settings: Settings) -> Callable[[], Collection[str]]:
@@ -77,7 +74,20 @@ class CustomAgents:
         self.turns = OpenTurns()
         self.rate = RateLimit(RATE_PER_WINDOW, config.rate_window_seconds, RATE_BURST)
         self._closers: list[Callable[[], None]] = []
+        self._acp: AcpHost | None = None
+        self._acp_lock = threading.Lock()
         _services[engine] = self
+
+    @property
+    def acp(self) -> AcpHost:
+        """The ACP host, made on first use: an Iris with no ACP agent never loads the SDK."""
+        with self._acp_lock:
+            if self._acp is None:
+                from iris_runtime.custom_agents.acp_host import AcpHost
+
+                settings = self.engine.settings
+                self._acp = AcpHost(self.chats, self.config, settings.data_dir, settings.workspace)
+            return self._acp
 
     def start(self) -> None:
         from iris_runtime.custom_agents.reach import ReachServer
@@ -109,6 +119,8 @@ class CustomAgents:
     def stop(self) -> None:
         # Open turns end the way a restart ends them: from now on their requests are refused.
         self.turns.end_all("shutdown")
+        if self._acp is not None:
+            self._acp.stop()
         for close in reversed(self._closers):
             try:
                 close()
@@ -144,9 +156,12 @@ class CustomAgents:
         if agent is None:
             return TurnResult("", "failed", f"no custom agent named {kind!r} is loaded")
         manifest = agent.manifest
+        if manifest.shape == "acp":
+            chat_id = self.chats.id_for(channel)
+            if is_model_command(text):
+                return TurnResult(model_command(self.chats, manifest, chat_id, text), "done")
+            return self.acp.ask(manifest, chat_id, text, attachments, output, abort, off_lane)
         status = status_of(manifest)
-        if status == UNAVAILABLE:
-            return TurnResult("", "failed", "ACP agents cannot be run by this Iris yet")
         if status != READY:
             hint = f"iris custom-agents setup {kind} --provider <id>"
             return TurnResult("", "failed", f"it needs sign-in first: {hint}")
@@ -169,6 +184,12 @@ class CustomAgents:
             reason = turn.wait(abort, self.config.silence_seconds)
         self.turns.end(turn, reason)  # ended already (by wait, or elsewhere): now forgotten too
         return self._result(turn.text(), reason, manifest.relay, chat_id, turn.turn_id)
+
+    def restart(self, kind: str) -> LoadedAgent | None:
+        """An agent restart: the manifest is read again and a live ACP process is killed."""
+        if self._acp is not None:
+            self._acp.restart(kind)
+        return self.catalog.restart(kind)
 
     def _result(self, text: str, reason: str, url: str, chat_id: str, turn_id: str) -> TurnResult:
         if reason == "done":

@@ -32,6 +32,13 @@ MAX_TURN_TEXT_CHARS = 200_000
 CUT_NOTE = f"\n\n(the reply was cut here: it is longer than {MAX_TURN_TEXT_CHARS} characters)"
 
 
+@dataclass(frozen=True)
+class TurnResult:
+    text: str
+    status: str  # done | stopped | failed
+    error: str | None = None
+
+
 def new_turn_id() -> str:
     return "t_" + secrets.token_hex(16)
 

@@ -131,6 +131,16 @@ class ToolRegistry:
                 raise ValueError(f"tool {tool.name!r} registered twice")
             self._tools = {**self._tools, tool.name: tool}
 
+    def replace(self, tool: Tool) -> None:
+        """Swap the registered tool of ``tool.name`` for ``tool`` (a wrapper around it, say)."""
+        with self._write_lock:
+            if tool.name not in self._tools:
+                raise ValueError(f"no tool {tool.name!r} to replace")
+            self._tools = {**self._tools, tool.name: tool}
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
     def names(self) -> list[str]:
         return list(self._tools)
 
