@@ -58,10 +58,12 @@ def test_tool_cards_thinking_plans_and_permissions_reach_the_stream(setup: Setup
     stream.wait_for(lambda evs: len([e for e in evs if e["event"] == "final"]) == 2)
     stream.close()
     tools = [e for e in stream.events if e["event"] == "tool"]
-    assert [(t["phase"], t["id"], t["name"], t["kind"]) for t in tools] == [
+    # Card ids are scoped to their turn ("<turn id>:<the agent's call id>").
+    assert [(t["phase"], t["id"].split(":", 1)[1], t["name"], t["kind"]) for t in tools] == [
         ("start", "call-1", "Read report.pdf", "read"),
         ("end", "call-1", "Read report.pdf", "read"),
     ]
+    assert tools[0]["id"] == tools[1]["id"] and tools[0]["id"].startswith("t_")
     assert tools[0]["args"] == {"file_path": "/srv/report.pdf"}
     assert tools[1]["result"] == "42 pages" and tools[1]["isError"] is False
     # Permission: never asked of the owner; allow_always chosen over allow_once.
