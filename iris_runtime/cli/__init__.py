@@ -31,6 +31,7 @@ BUILTIN_COMMANDS = {
     "reach": ("reach_cmd", "reach_group"),
     "channels": ("channels_cmd", "channels"),
     "acp": ("acp_cmd", "acp"),
+    "mcp-tools": ("mcp_tools_cmd", "mcp_tools"),
 }
 
 

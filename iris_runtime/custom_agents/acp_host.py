@@ -35,6 +35,7 @@ from acp.schema import (
     ClientCapabilities,
     FileSystemCapabilities,
     Implementation,
+    McpServerStdio,
     SessionConfigOptionSelect,
 )
 
@@ -42,6 +43,7 @@ from iris_runtime import __version__
 from iris_runtime.custom_agents.acp_client import HostClient, _add_text
 from iris_runtime.custom_agents.acp_loop import LoopThread
 from iris_runtime.custom_agents.acp_process import AgentProcess, base_environment, spawn
+from iris_runtime.custom_agents.acp_tools import ToolGrants, server_entry
 from iris_runtime.custom_agents.chats import ChatBook
 from iris_runtime.custom_agents.manifest import Manifest
 from iris_runtime.custom_agents.relay import images_of
@@ -58,7 +60,9 @@ METHOD_NOT_FOUND = -32601
 
 
 class AcpFailure(Exception):
-    """The turn fails; the message says why, for the chat."""
+    """The turn fails; the message says why, for the chat. ``detail``: an error answer's data."""
+
+    detail: Any = None
 
 
 @dataclass
@@ -71,13 +75,21 @@ class Live:
     client: HostClient
     caps: AgentCapabilities
     session_id: str = ""
+    token: str = ""  # its MCP tools' grant (acp_tools), revoked when the process ends
+    mcp: list[McpServerStdio] | None = None  # None once the agent refused MCP servers
 
 
 class AcpHost:
     def __init__(
-        self, chats: ChatBook, config: CustomAgentSettings, data_dir: Path, cwd: Path
+        self,
+        chats: ChatBook,
+        config: CustomAgentSettings,
+        data_dir: Path,
+        cwd: Path,
+        grants: ToolGrants | None = None,
     ) -> None:
         self.chats = chats
+        self.grants = grants or ToolGrants()
         self.config = config
         self.data_dir = data_dir
         self.cwd = cwd
@@ -87,6 +99,7 @@ class AcpHost:
         self._live: Live | None = None  # touched on the loop thread only
         self._dying: asyncio.Task[None] | None = None
         self._errors: dict[str, str] = {}
+        self._no_mcp: set[str] = set()  # kinds that refused MCP servers, until their restart
 
     # -- the engine's side ----------------------------------------------------------------------
 
@@ -183,6 +196,8 @@ class AcpHost:
     def restart(self, kind: str) -> None:
         """An agent restart: its process, if it is the live one, is killed."""
 
+        self._no_mcp.discard(kind)
+
         async def kill() -> None:
             if self._live is not None and self._live.key[0] == kind:
                 await self._retire(self._live)
@@ -242,6 +257,10 @@ class AcpHost:
         # HostClient answers what Iris offers; the SDK answers the rest "method not found".
         conn = connect_to_agent(cast("Client", client), stdin, process.reader)
         partial = Live(key, process, conn, client, AgentCapabilities())
+        partial.token = self.grants.mint(manifest.kind, key[1])
+        entry = server_entry(partial.token, manifest.kind, key[1], str(self.config.reach_socket))
+        if manifest.kind not in self._no_mcp:
+            partial.mcp = [McpServerStdio.model_validate(entry)]
         self._live = partial  # so that Stop during initialize kills it
         capabilities = ClientCapabilities(
             fs=FileSystemCapabilities(read_text_file=False, write_text_file=False),
@@ -273,8 +292,11 @@ class AcpHost:
         options: list[Any] | None = None
         if isinstance(stored, str) and stored and live.caps.load_session:
             try:
+                servers: list[Any] = list(live.mcp or [])  # refused: session/new follows
                 loaded = await self._step(
-                    live, "session/load", live.conn.load_session(cwd=cwd, session_id=stored)
+                    live,
+                    "session/load",
+                    live.conn.load_session(cwd=cwd, session_id=stored, mcp_servers=servers),
                 )
             except AcpFailure as exc:
                 if not live.process.alive:
@@ -285,7 +307,9 @@ class AcpHost:
                 options = loaded.config_options if loaded is not None else None
         notice = None
         if not live.session_id:
-            created = await self._step(live, "session/new", live.conn.new_session(cwd=cwd))
+            created = await self._with_mcp(
+                live, "session/new", lambda mcp: live.conn.new_session(cwd=cwd, mcp_servers=mcp)
+            )
             live.session_id = created.session_id
             options = created.config_options
             if stored and not self.chats.agent_state(chat_id, kind).get("told_fresh"):
@@ -295,6 +319,23 @@ class AcpHost:
         if model is not None:
             await self._choose_model(live, options or [], model)
         return notice
+
+    async def _with_mcp(
+        self, live: Live, what: str, call: Callable[[list[Any]], Awaitable[T]]
+    ) -> T:
+        """``what`` with Iris's MCP server; refused, one retry with none (and none from then on,
+        until the agent's restart), and the log names the agent and its reason."""
+        try:
+            return await self._step(live, what, call(list(live.mcp or [])))
+        except AcpFailure as exc:
+            if not live.mcp or not live.process.alive:
+                raise
+            why = f"{exc} {exc.detail}" if exc.detail is not None else str(exc)
+            msg = "acp agent %s refused %s with MCP servers (%s); retrying without"
+            log.warning(msg, live.key[0], what, why)
+            live.mcp = None
+            self._no_mcp.add(live.key[0])
+        return await self._step(live, what, call([]))
 
     async def _choose_model(self, live: Live, options: list[Any], model: str) -> None:
         """``session/set_config_option`` for an agent that offers a model option; one that
@@ -324,7 +365,9 @@ class AcpHost:
         except TimeoutError:
             raise AcpFailure(f"it did not answer {what} within {timeout:g} s") from None
         except RequestError as exc:
-            raise AcpFailure(f"it answered {what} with an error: {_said(exc)}") from None
+            failure = AcpFailure(f"it answered {what} with an error: {_said(exc)}")
+            failure.detail = exc.data
+            raise failure from None
         except (ConnectionError, OSError, EOFError):
             code = await live.process.reap(2.0)
             raise AcpFailure(f"{what}: {live.process.death(code)}") from None
@@ -372,6 +415,7 @@ class AcpHost:
             return
         if self._live is live:
             self._live = None
+        self.grants.revoke(live.token)
         live.process.kill()
         code = await live.process.reap()
         try:

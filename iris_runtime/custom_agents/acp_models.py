@@ -39,3 +39,11 @@ def model_command(chats: ChatBook, manifest: Manifest, chat_id: str, text: str) 
         return f"{manifest.label} offers no model {wanted!r}. Offered: {listing}, or {DEFAULT}."
     chats.update_agent(chat_id, manifest.kind, model=wanted)
     return f"{manifest.label} uses {offered[wanted]} from the next message."
+
+
+def model_choice(chats: ChatBook, manifest: Manifest, chat_id: str) -> dict[str, object]:
+    """What a model picker shows: the models offered and the chat's choice (None: default)."""
+    offered = [{"id": m.id, "label": m.label or m.id} for m in manifest.models]
+    current = chats.agent_state(chat_id, manifest.kind).get("model")
+    chosen = current if current in {m["id"] for m in offered} else None
+    return {"model": chosen, "models": offered}

@@ -202,6 +202,13 @@ def _conversations(agents: CustomAgents) -> list[str]:
     return channels
 
 
+def _tool_call(agents: CustomAgents, request: dict[str, Any]) -> Reply:
+    """An ACP agent's MCP tool call, scoped by its token (see :mod:`.acp_tools`)."""
+    from iris_runtime.custom_agents.acp_tools import tool_op
+
+    return tool_op(agents, request, _note, _run)
+
+
 OPS: dict[str, Callable[[CustomAgents, dict[str, Any]], Reply]] = {
     "turn.delta": _delta,
     "turn.tool": _tool,
@@ -210,4 +217,5 @@ OPS: dict[str, Callable[[CustomAgents, dict[str, Any]], Reply]] = {
     "run": _run,
     "chats": _chats,
     "chat.new": _chat_new,
+    "tool": _tool_call,
 }

@@ -164,16 +164,24 @@ def ask_pinned(engine: Engine, kind: str, request: RouteRequest) -> RouteOutcome
     return CustomAgentRouter(agents).ask(kind, request, request.event.text)
 
 
-def picker_entries(engine: Engine) -> list[dict[str, str]]:
-    """Custom agents as an agent picker lists them: the kind to address, the label to show and
-    whether it is ready. The shape behind it is deliberately not among them."""
+def picker_entries(engine: Engine) -> list[dict[str, Any]]:
+    """Custom agents as an agent picker lists them: the kind to address, the label to show,
+    whether it is ready and, for an agent that offers a model choice, its ``models`` (id and
+    label). The shape behind it is deliberately not among them."""
     agents = service_of(engine)
     if agents is None:
         return []
-    return [
-        {"name": a.manifest.kind, "label": a.manifest.label, "status": status_of(a.manifest)}
-        for a in agents.catalog.loaded()
-    ]
+    entries: list[dict[str, Any]] = []
+    for a in agents.catalog.loaded():
+        entry: dict[str, Any] = {
+            "name": a.manifest.kind,
+            "label": a.manifest.label,
+            "status": status_of(a.manifest),
+        }
+        if a.manifest.models:
+            entry["models"] = [{"id": m.id, "label": m.label or m.id} for m in a.manifest.models]
+        entries.append(entry)
+    return entries
 
 
 def is_custom_agent(engine: Engine, kind: str) -> bool:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from iris_runtime.agents.registry import registry_for
 from iris_runtime.config import Settings
 from iris_runtime.custom_agents.acp_models import is_model_command, model_command
+from iris_runtime.custom_agents.acp_tools import ToolGrants
 from iris_runtime.custom_agents.catalog import Catalog, LoadedAgent
 from iris_runtime.custom_agents.chats import ChatBook
 from iris_runtime.custom_agents.ratelimit import RateLimit
@@ -73,6 +74,7 @@ class CustomAgents:
         self.chats = ChatBook(engine.settings.data_dir / CUSTOM_AGENTS_DIR)
         self.turns = OpenTurns()
         self.rate = RateLimit(RATE_PER_WINDOW, config.rate_window_seconds, RATE_BURST)
+        self.grants = ToolGrants()  # ACP agents' MCP tools: one token per agent process
         self._closers: list[Callable[[], None]] = []
         self._acp: AcpHost | None = None
         self._acp_lock = threading.Lock()
@@ -86,7 +88,9 @@ class CustomAgents:
                 from iris_runtime.custom_agents.acp_host import AcpHost
 
                 settings = self.engine.settings
-                self._acp = AcpHost(self.chats, self.config, settings.data_dir, settings.workspace)
+                self._acp = AcpHost(
+                    self.chats, self.config, settings.data_dir, settings.workspace, self.grants
+                )
             return self._acp
 
     def start(self) -> None:

@@ -5,7 +5,9 @@ is appended to RECORD as one JSON line (with its pid), so a test can assert what
 wire. Flags: ``--load`` advertises ``loadSession`` (sessions it made are kept in RECORD's folder,
 so a restarted process can load them); ``--images`` advertises image prompts; ``--model-option``
 offers a model config option; ``--no-config`` answers set_config_option "method not found";
-``--hang-session`` never answers ``session/new``; ``--bad-version`` answers protocol version 9.
+``--hang-session`` never answers ``session/new``; ``--bad-version`` answers protocol version 9;
+``--refuse-mcp`` refuses any session that carries MCP servers. The MCP servers a session carried
+are recorded (name, command, args and env names; env values only under ``mcp_env``).
 
 What it does with a prompt is chosen by the text's first word:
 
@@ -19,7 +21,10 @@ What it does with a prompt is chosen by the text's first word:
 - ``die``: a stderr line, then exits with code 3 mid-prompt;
 - ``wait``: waits for ``session/cancel``, then answers ``cancelled``;
 - ``hang``: ignores cancel and never answers;
-- ``refuse``: stop reason ``refusal``.
+- ``refuse``: stop reason ``refusal``;
+- ``mcp TOOL JSON``: connects to the session's first MCP server with the official ``mcp`` client
+  and calls TOOL with JSON arguments (``mcp tools`` lists the tools); says ``ok: …`` or
+  ``error: …``.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ class TestAgent:
         self.conn: Client | None = None
         self.cancelled: dict[str, asyncio.Event] = {}
         self.store = record.with_suffix(".sessions.json")
+        self.mcp: dict[str, list[Any]] = {}  # session id -> the MCP servers it carried
 
     def on_connect(self, conn: Client) -> None:
         self.conn = conn
@@ -113,19 +119,27 @@ class TestAgent:
         return [option]
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
-        self.note("session/new", cwd=cwd, mcp=len(kwargs.get("mcp_servers") or []))
+        servers = list(kwargs.get("mcp_servers") or [])
+        self.note("session/new", cwd=cwd, mcp=len(servers), **_shown_servers(servers))
         if "--hang-session" in self.flags:
             await asyncio.Event().wait()
+        if servers and "--refuse-mcp" in self.flags:
+            raise RequestError.invalid_params({"mcpServers": "this agent takes no MCP servers"})
         session_id = uuid.uuid4().hex
+        self.mcp[session_id] = servers
         sessions = self._sessions()
         sessions[session_id] = []
         self._save(sessions)
         return NewSessionResponse(session_id=session_id, config_options=self._options())
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
-        self.note("session/load", session_id=session_id)
+        servers = list(kwargs.get("mcp_servers") or [])
+        self.note("session/load", session_id=session_id, mcp=len(servers))
+        if servers and "--refuse-mcp" in self.flags:
+            raise RequestError.invalid_params({"mcpServers": "this agent takes no MCP servers"})
         if session_id not in self._sessions():
             raise RequestError.invalid_params({"session": "unknown"})
+        self.mcp[session_id] = servers
         return LoadSessionResponse(config_options=self._options())
 
     async def set_config_option(
@@ -186,6 +200,8 @@ class TestAgent:
             await asyncio.Event().wait()
         elif word == "refuse":
             return PromptResponse(stop_reason="refusal")
+        elif word == "mcp":
+            await say(await _use_mcp(self.mcp.get(session_id) or [], rest))
         else:
             await say(f"unknown: {text}")
         return PromptResponse(stop_reason="end_turn")
@@ -223,6 +239,42 @@ class TestAgent:
         )
         await self.conn.session_update(session_id, done)
         await self.conn.session_update(session_id, update_agent_message_text("read it"))
+
+
+def _shown_servers(servers: list[Any]) -> dict[str, Any]:
+    if not servers:
+        return {}
+    shown = [
+        {
+            "name": s.name,
+            "command": s.command,
+            "args": list(s.args),
+            "env": [e.name for e in s.env],
+        }
+        for s in servers
+    ]
+    values = {e.name: e.value for s in servers for e in s.env}
+    return {"servers": shown, "mcp_env": values}
+
+
+async def _use_mcp(servers: list[Any], rest: str) -> str:
+    """One MCP tool call (or ``tools``: the list) on the first server, with the official client."""
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    if not servers:
+        return "error: no MCP server was offered"
+    server = servers[0]
+    tool, _, raw = rest.strip().partition(" ")
+    env = {**os.environ, **{e.name: e.value for e in server.env}}
+    params = StdioServerParameters(command=server.command, args=list(server.args), env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        if tool == "tools":
+            listed = await session.list_tools()
+            return "ok: " + " ".join(sorted(t.name for t in listed.tools))
+        result: Any = await session.call_tool(tool, json.loads(raw or "{}"))
+    text = " ".join(getattr(c, "text", "") for c in getattr(result, "content", []))
+    return f"{'error' if getattr(result, 'is_error', False) else 'ok'}: {text}"
 
 
 def main() -> None:

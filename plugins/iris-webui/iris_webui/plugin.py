@@ -69,6 +69,7 @@ def register_blueprints(register: Callable[..., None]) -> None:
 
 
 def _blueprint() -> Blueprint:
+    import iris_webui.agent_models  # noqa: F401 (its routes join the blueprint)
     from iris_webui.routes import blueprint
 
     return blueprint

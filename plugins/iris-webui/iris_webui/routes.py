@@ -366,7 +366,7 @@ def sessions_history(session: str) -> Response:
 def agents() -> Response:
     engine = _transport().engine
     names = registry_for(engine.settings).names()
-    listed: list[dict[str, str]] = [{"name": name} for name in sorted(names)]
+    listed: list[dict[str, Any]] = [{"name": name} for name in sorted(names)]
     # Custom agents (spec 004) join the same list: name, label and readiness, never URLs.
     return jsonify(listed + picker_entries(engine))
 

@@ -84,7 +84,8 @@ def test_an_acp_agent_is_picked_streams_thinks_and_draws_tool_cards(
     web = start_web_iris(data_dir=data, IRIS_REACH_SOCKET=str(socket_dir / "reach.sock"))
     http = web.login()
     listed = http.get(f"{web.url}/api/agents", timeout=30).json()
-    assert listed == [{"name": "coder", "label": "Coder", "status": "ready"}]
+    models = [{"id": "fast", "label": "fast"}, {"id": "deep", "label": "deep"}]
+    assert listed == [{"name": "coder", "label": "Coder", "status": "ready", "models": models}]
     sock = web.connect(http, web.new_session(http), agent="coder")
     assert sock.recv()["agent"] == "coder"
     sock.send({"type": "message", "text": "tools"})
@@ -99,4 +100,54 @@ def test_an_acp_agent_is_picked_streams_thinks_and_draws_tool_cards(
     # The model is chosen with the same chat command as on every transport.
     sock.send({"type": "message", "text": "/model deep"})
     assert sock.final()[-1]["text"] == "Coder uses deep from the next message."
+    assert web.calls.read_text() == ""  # Iris's model was never asked
+
+
+def test_the_model_picker_sets_an_acp_agents_model_as_the_chat_command_does(
+    start_web_iris: Callable[..., WebIris], tmp_path: Path, socket_dir: Path
+) -> None:
+    import sys
+
+    data = tmp_path / "data"
+    agents_d = data / "agents.d"
+    agents_d.mkdir(parents=True)
+    manifest = {
+        "kind": "coder",
+        "label": "Coder",
+        "bin": sys.executable,
+        "args": ["-m", "iris_runtime.testing.acp_agent", str(tmp_path / "coder.jsonl")],
+        "models": [{"id": "fast", "label": "Fast"}, {"id": "deep", "label": "Deep"}],
+        "modelEnv": "TEST_AGENT_MODEL",
+    }
+    (agents_d / "coder.json").write_text(json.dumps(manifest))
+    web = start_web_iris(data_dir=data, IRIS_REACH_SOCKET=str(socket_dir / "reach.sock"))
+    http = web.login()
+    session = web.new_session(http)
+    path = f"{web.url}/api/sessions/{session}/agents/coder/model"
+    models = [{"id": "fast", "label": "Fast"}, {"id": "deep", "label": "Deep"}]
+    assert http.get(path, timeout=30).json() == {"model": None, "models": models}
+
+    chosen = http.post(path, json={"model": "deep"}, timeout=30)
+    assert chosen.status_code == 200, chosen.text
+    assert chosen.json() == {
+        "model": "deep",
+        "models": models,
+        "text": "Coder uses Deep from the next message.",
+    }
+    sock = web.connect(http, session, agent="coder")
+    assert sock.recv()["agent"] == "coder"
+    sock.send({"type": "message", "text": "env"})
+    assert "model=deep" in sock.final()[-1]["text"]
+    # The chat command and the picker share one choice.
+    sock.send({"type": "message", "text": "/model fast"})
+    assert sock.final()[-1]["text"] == "Coder uses Fast from the next message."
+    assert http.get(path, timeout=30).json()["model"] == "fast"
+    assert http.post(path, json={"model": "default"}, timeout=30).json()["model"] is None
+
+    unknown = http.post(path, json={"model": "huge"}, timeout=30)
+    assert unknown.status_code == 400 and unknown.json()["code"] == "unknown_model"
+    other = f"{web.url}/api/sessions/{session}/agents/nobody/model"
+    assert http.get(other, timeout=30).status_code == 404
+    missing = f"{web.url}/api/sessions/no-such-chat/agents/coder/model"
+    assert http.get(missing, timeout=30).status_code == 404
     assert web.calls.read_text() == ""  # Iris's model was never asked

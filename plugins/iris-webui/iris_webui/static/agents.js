@@ -1,6 +1,7 @@
 /* The agent picker: Iris itself or a registered sub-agent. */
 
 import { api } from "./api.js";
+import { showBanner } from "./banner.js";
 import { el, ui } from "./dom.js";
 import { renderSessions, writeHash } from "./sessions.js";
 import { connect } from "./socket.js";
@@ -27,7 +28,61 @@ export function renderAgents() {
   }
   select.value = state.agent;
   select.parentNode.dataset.agent = state.agent ? "sub" : "iris";
+  renderModel();
 }
+
+// The model picker: shown for an agent that offers models (an ACP agent's `models`). Its
+// choice is the conversation's, set as `@kind /model ID` would set it, from the next message.
+var modelSerial = 0;
+
+export function renderModel() {
+  var picker = ui.agentModel;
+  var agent = state.agents.find(function (a) { return a.name === state.agent; });
+  var models = agent && Array.isArray(agent.models) ? agent.models : [];
+  var serial = ++modelSerial;
+  if (!models.length || !state.session) {
+    picker.hidden = ui.agentModelLabel.hidden = true;
+    return;
+  }
+  picker.replaceChildren();
+  var byDefault = el("option", null, "Default");
+  byDefault.value = "default";
+  picker.appendChild(byDefault);
+  models.forEach(function (m) {
+    var option = el("option", null, m.label || m.id);
+    option.value = m.id;
+    picker.appendChild(option);
+  });
+  picker.hidden = ui.agentModelLabel.hidden = false;
+  picker.disabled = true;
+  api("GET", modelPath(agent.name)).then(function (chosen) {
+    if (serial !== modelSerial) return;
+    picker.value = (chosen && chosen.model) || "default";
+    picker.disabled = false;
+  }).catch(function () {
+    if (serial === modelSerial) picker.hidden = ui.agentModelLabel.hidden = true;
+  });
+}
+
+function modelPath(kind) {
+  return "/api/sessions/" + encodeURIComponent(state.session) + "/agents/" +
+    encodeURIComponent(kind) + "/model";
+}
+
+export function chooseModel(value) {
+  if (!state.agent || !state.session) return;
+  var picker = ui.agentModel;
+  picker.disabled = true;
+  api("POST", modelPath(state.agent), { model: value }).then(function (chosen) {
+    picker.value = (chosen && chosen.model) || "default";
+    picker.title = (chosen && chosen.text) || "";
+  }).catch(function (error) {
+    showBanner("Could not change the model: " + error.message);
+    renderModel();
+  }).then(function () { picker.disabled = false; });
+}
+
+document.addEventListener("iris:session", function () { renderModel(); });
 
 // A custom agent shows its label, and says so when it needs signing in before it can answer;
 // nothing marks whether it is a bridge, relay or ACP agent behind the name.

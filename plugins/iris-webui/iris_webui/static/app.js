@@ -7,7 +7,7 @@
  * this origin's localStorage, goes with every API call and opens every WebSocket.
  */
 
-import { chooseAgent, loadAgents, renderAgents } from "./agents.js";
+import { chooseAgent, chooseModel, loadAgents, renderAgents } from "./agents.js";
 import { api } from "./api.js";
 import { showBanner } from "./banner.js";
 import { autoGrow, sendMessage, startUpload, stopRun, updateComposer } from "./composer.js";
@@ -43,6 +43,7 @@ ui.fileInput.addEventListener("change", function () {
   ui.input.focus();
 });
 ui.agent.addEventListener("change", function () { chooseAgent(ui.agent.value); });
+ui.agentModel.addEventListener("change", function () { chooseModel(ui.agentModel.value); });
 ui.newChat.addEventListener("click", function () {
   closeSidebar();
   newSession().then(function () { ui.input.focus(); });

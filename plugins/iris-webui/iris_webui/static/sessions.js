@@ -87,6 +87,7 @@ export function openSession(id) {
   if (id === state.session && state.socket) return Promise.resolve();
   state.session = id;
   writeHash();
+  document.dispatchEvent(new CustomEvent("iris:session")); // the model picker follows
   hideBanner();
   clearUploads();
   Array.prototype.forEach.call(ui.sessions.querySelectorAll(".session"), function (link) {
