@@ -115,7 +115,9 @@ def tool_op(agents: CustomAgents, request: dict[str, Any], note: Op, run: Op) ->
     if name == "list_agents":
         return {"ok": True, "agents": callable_agents(agents, grant.kind)}
     if name == "note":
-        return note(agents, {"text": args.get("text"), "chat": grant.chat_id, "from": grant.kind})
+        return note(
+            agents, {"text": args.get("text"), "chat": grant.chat_id, "from": grant.kind[:32]}
+        )
     if name == "call_agent":
         target = str(args.get("agent", "")).lstrip("@").lower()
         allowed = {a["name"] for a in callable_agents(agents, grant.kind)}
@@ -125,7 +127,7 @@ def tool_op(agents: CustomAgents, request: dict[str, Any], note: Op, run: Op) ->
         message = args.get("message")
         if not isinstance(message, str) or not message.strip():
             return {"error": '"message" must be a non-empty string'}
-        request = {"text": f"@{target} {message}", "chat": grant.chat_id, "from": grant.kind}
+        request = {"text": f"@{target} {message}", "chat": grant.chat_id, "from": grant.kind[:32]}
         return run(agents, request)
     if name == "schedule_event":
         return _schedule(agents, grant, channel, args)
