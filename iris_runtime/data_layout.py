@@ -32,6 +32,7 @@ RUN_DIR = "run"  # sockets and locks: gunicorn control, supervisor, Web UI login
 SECRETS_DIR = "secrets"  # the file secret store and Vault identity records
 STATE_DB = "state.db"  # SQLite: event firings, supervised processes
 TERRAFORM_DIR = "terraform"  # Docker agents' Terraform work and state
+WORK_DIR = "work"  # the work folder a sandboxed command sees as /workspace (tools/sandbox)
 
 # SQLite writes these next to the database (WAL mode, or a rollback journal).
 SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
@@ -64,6 +65,7 @@ TOP_LEVEL: frozenset[str] = frozenset(
         STATE_DB,
         *(STATE_DB + suffix for suffix in SQLITE_SIDECARS),
         TERRAFORM_DIR,
+        WORK_DIR,
         CONSTITUTION_MD,
         MEMORY_MD,
         SKILLS_DIR,

@@ -20,6 +20,7 @@ from iris_runtime.errors import ConfigError
 from iris_runtime.plugins import PluginHost
 from iris_runtime.secrets.broker import SecretBroker
 from iris_runtime.secrets.selection import broker_for
+from iris_runtime.tools.sandbox import SandboxUnavailable, open_sandbox, prove, split_level
 
 if TYPE_CHECKING:
     from iris_runtime.events.service import EventService
@@ -39,11 +40,21 @@ def check_selection(settings: Settings, host: PluginHost) -> None:
     """The configured provider and sandbox level exist among the loaded plugins."""
     for variable, chosen, known in (
         ("IRIS_PROVIDER", settings.provider, host.providers()),
-        ("IRIS_SANDBOX", settings.sandbox, host.sandboxes()),
+        ("IRIS_SANDBOX", split_level(settings.sandbox)[0], host.sandboxes()),
     ):
         if chosen not in known:
             names = ", ".join(sorted(known)) or "none"
             raise ConfigError(f"{variable}={chosen!r} is not installed (known: {names})")
+
+
+def prove_sandbox(settings: Settings, host: PluginHost) -> None:
+    """Open the configured sandbox level and run its probe: a level that cannot run here, or
+    whose probe shows the host, stops start-up with the reason (never a weaker level)."""
+    try:
+        sandbox = open_sandbox(settings.sandbox, host.sandboxes(), settings.data_dir, settings.env)
+        prove(sandbox, settings.data_dir)
+    except SandboxUnavailable as exc:
+        raise ConfigError(f"IRIS_SANDBOX={settings.sandbox}: {exc.message}") from None
 
 
 @dataclass
@@ -75,8 +86,18 @@ class Runtime:
         for tool in host.tools():
             tools.register(tool)
         provider = host.providers()[settings.provider](settings)
+        try:  # `iris serve` has proven the level already; here it is only opened and checked
+            sandbox = open_sandbox(
+                settings.sandbox, host.sandboxes(), settings.data_dir, settings.env
+            )
+        except SandboxUnavailable as exc:
+            raise ConfigError(f"IRIS_SANDBOX={settings.sandbox}: {exc.message}") from None
         engine = Engine(
-            settings, provider, tools, extra_skills=host.skills(), sandboxes=host.sandboxes()
+            settings,
+            provider,
+            tools,
+            extra_skills=host.skills(),
+            sandboxes={settings.sandbox: sandbox},
         )
         for transport in host.transports():
             engine.add_transport(transport.build(engine), fallback=transport.fallback)

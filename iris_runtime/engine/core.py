@@ -254,7 +254,7 @@ class Engine:
             skills=skills,
             channels=ctx.channels,
             users=ctx.users,
-            extra_sections=[r.prompt_section() for r in self._routers],
+            extra_sections=[r.prompt_section() for r in self._routers] + self._sandbox_section(),
         )
         tool_ctx = ToolContext(
             workspace=self.settings.workspace,
@@ -278,6 +278,11 @@ class Engine:
             # Nothing to say (typical of events): the transport drops its placeholder, if any.
             ctx.delete_message()
         return self._result_of(run, outcome, ctx.accumulated_text(), sink)
+
+    def _sandbox_section(self) -> list[str]:
+        """Where a sandboxed command's workspace is (the paths above are the host's)."""
+        section = getattr(self.sandboxes.get(self.settings.sandbox), "prompt_section", None)
+        return [section()] if callable(section) else []
 
     def _compacted(
         self, run: Run, system: str, history: list[Message], user: Message, sink: RunSink

@@ -1,0 +1,40 @@
+"""The sandbox of one tool call, and what a command in it gets: its view, cwd and environment."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from iris_runtime.engine.tools import ToolContext
+from iris_runtime.tools.environment import tool_environment
+from iris_runtime.tools.sandbox.base import SANDBOX_PATH, Launch, Sandbox, WorkspaceView
+from iris_runtime.tools.sandbox.select import WrappedSandbox
+from iris_runtime.tools.sandbox.view import host_view
+
+
+def sandbox_of(ctx: ToolContext) -> Sandbox | None:
+    """The call's sandbox; None when its level is not available (the tool refuses to run)."""
+    found: Any = ctx.sandboxes.get(ctx.sandbox)
+    if found is not None and not hasattr(found, "launch") and hasattr(found, "wrap"):
+        return WrappedSandbox(ctx.sandbox, found, ctx.workspace)  # a pre-view plugin object
+    return found  # type: ignore[no-any-return]
+
+
+def view_of(ctx: ToolContext) -> WorkspaceView:
+    """The folders the file tools may touch: what a command at this level sees."""
+    sandbox = sandbox_of(ctx)
+    if sandbox is None or not sandbox.isolated:
+        return host_view(ctx.workspace)
+    return sandbox.view
+
+
+def launch_command(sandbox: Sandbox, argv: list[str], ctx: ToolContext) -> Launch:
+    if not sandbox.isolated:
+        return sandbox.launch(argv, str(ctx.workspace), tool_environment(os.environ))
+    inside = sandbox.view.root.inside
+    return sandbox.launch(argv, inside, inside_environment(inside))
+
+
+def inside_environment(home: str) -> dict[str, str]:
+    """A sandboxed command's whole environment: nothing of Iris's own is passed in."""
+    return {"PATH": SANDBOX_PATH, "HOME": home, "LANG": "C.UTF-8", "TERM": "dumb"}
