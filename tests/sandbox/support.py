@@ -23,7 +23,7 @@ PROBE_COMMAND = r"""
 exec > report.txt 2>&1
 echo "uid=$(id -u)"
 echo "hostname=$(hostname)"
-echo "links=$(ip -o link | awk -F': ' '{print $2}' | cut -d@ -f1 | tr '\n' ,)"
+echo "links=$(ip -o link | cut -d: -f2 | tr -d ' ' | cut -d@ -f1 | tr '\n' ,)"
 if echo escaped > "$DATA/escape.txt"; then echo write_data=ok; else echo write_data=refused; fi
 if touch /usr/escape-$$ 2>/dev/null; then echo write_usr=ok; else echo write_usr=refused; fi
 if cat "$DATA/api-token" >/dev/null 2>&1; then echo read_token=ok; else echo read_token=refused; fi
@@ -72,9 +72,7 @@ def served_turn(
     assert reply.json()["text"] == "done", reply.body
     stream.wait_for(lambda events: any(e["event"] == "final" for e in events))
     stream.close()
-    results = {
-        e["id"]: e for e in stream.events if e["event"] == "tool" and e["phase"] == "end"
-    }
+    results = {e["id"]: e for e in stream.events if e["event"] == "tool" and e["phase"] == "end"}
     report_file = data_dir / "work" / "report.txt"
     lines = report_file.read_text().splitlines()
     return iris, dict(line.split("=", 1) for line in lines if "=" in line), results
