@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from iris_runtime.tools.sandbox.docker import open_docker
+from iris_runtime.tools.sandbox.firecracker import open_firecracker
 from iris_runtime.tools.sandbox.gvisor import open_gvisor
 from iris_runtime.tools.sandbox.host import open_host
 from iris_runtime.tools.sandbox.namespace import open_namespace
@@ -13,4 +14,5 @@ BUILT_IN_LEVELS: dict[str, Level] = {
     "namespace": Level(open_namespace),
     "gvisor": Level(open_gvisor),
     "docker": Level(open_docker),
+    "firecracker": Level(open_firecracker),
 }

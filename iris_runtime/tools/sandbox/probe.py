@@ -106,8 +106,10 @@ def _output_of(argv: list[str], cwd: Path, env: dict[str, str], kill: Any) -> st
             os.killpg(proc.pid, signal.SIGKILL)
         if kill is not None:
             kill()
-        proc.communicate()
-        raise SandboxUnavailable(f"the probe did not finish within {PROBE_SECONDS:g}s") from None
+        _, err = proc.communicate()
+        raise SandboxUnavailable(
+            f"the probe did not finish within {PROBE_SECONDS:g}s: {err.strip()[-500:]}"
+        ) from None
     if proc.returncode != 0:
         detail = (err.strip() or out.strip())[-500:]
         raise SandboxUnavailable(f"the probe failed (exit {proc.returncode}): {detail}")
