@@ -34,7 +34,7 @@ from iris_runtime.tools.sandbox.base import (
     SandboxUnavailable,
     WorkspaceView,
 )
-from iris_runtime.tools.sandbox.view import prompt_section, work_folder
+from iris_runtime.tools.sandbox.view import ensure_work_folder, prompt_section, work_folder
 
 RUN_MARKER = "IRIS_RUN_ID"
 # Runs as root in the container: kill every process whose environment carries the run's marker.
@@ -56,13 +56,14 @@ class DockerSandbox:
         self.container = spec.option
         self._docker = docker
         self._client_env = {k: v for k, v in os.environ.items() if k.startswith("DOCKER_")}
-        self._work = work_folder(spec.data_dir, SANDBOX_UID)
+        self._work = work_folder(spec.data_dir)
         self.view = WorkspaceView(Mount(self._work, INSIDE_WORKSPACE, writable=True))
 
     def prompt_section(self) -> str:
         return prompt_section(self.level, self.view)
 
     def check(self) -> None:
+        ensure_work_folder(self.view, SANDBOX_UID)
         if self._docker is None:
             raise SandboxUnavailable("the docker level needs the docker client on PATH")
         info = self._inspect()

@@ -30,7 +30,12 @@ from iris_runtime.tools.sandbox.firecracker_plan import (
     tap_plan,
 )
 from iris_runtime.tools.sandbox.firecracker_run import tear_down
-from iris_runtime.tools.sandbox.view import prompt_section, sandboxed_view, work_folder
+from iris_runtime.tools.sandbox.view import (
+    ensure_work_folder,
+    prompt_section,
+    sandboxed_view,
+    work_folder,
+)
 
 # What the rootfs runs as init: unpack the workspace drive, rebuild argv and the environment
 # from one file each (no shell parsing of the command), run it on the console, pack the
@@ -83,6 +88,7 @@ class FirecrackerSandbox:
         )
 
     def check(self) -> None:
+        ensure_work_folder(self.view)
         for what, path in (("firecracker", self._firecracker), ("jailer", self._jailer)):
             if not path or not os.access(path, os.X_OK):
                 raise SandboxUnavailable(

@@ -30,7 +30,13 @@ from iris_runtime.tools.sandbox.base import (
     SandboxUnavailable,
 )
 from iris_runtime.tools.sandbox.namespace import SYSTEM_FOLDERS
-from iris_runtime.tools.sandbox.view import present, prompt_section, sandboxed_view, work_folder
+from iris_runtime.tools.sandbox.view import (
+    ensure_work_folder,
+    present,
+    prompt_section,
+    sandboxed_view,
+    work_folder,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +57,13 @@ class GvisorSandbox:
         self.platform: str | None = spec.option
         self._runsc = runsc
         self._state = spec.data_dir / data_layout.RUN_DIR / "gvisor"
-        self.view = sandboxed_view(spec.data_dir, work_folder(spec.data_dir, SANDBOX_UID))
+        self.view = sandboxed_view(spec.data_dir, work_folder(spec.data_dir))
 
     def prompt_section(self) -> str:
         return prompt_section(self.level, self.view)
 
     def check(self) -> None:
+        ensure_work_folder(self.view, SANDBOX_UID)
         if self._runsc is None:
             raise SandboxUnavailable(
                 "the gvisor level needs runsc: it is not on PATH (Debian: apt-get install runsc)"

@@ -20,7 +20,13 @@ from iris_runtime.tools.sandbox.base import (
     SandboxSpec,
     SandboxUnavailable,
 )
-from iris_runtime.tools.sandbox.view import present, prompt_section, sandboxed_view, work_folder
+from iris_runtime.tools.sandbox.view import (
+    ensure_work_folder,
+    present,
+    prompt_section,
+    sandboxed_view,
+    work_folder,
+)
 
 # Host folders shown read-only, when they exist. /etc holds what programs need to run (ld.so
 # cache, passwd, resolv.conf, certificates); Iris keeps nothing of its own there.
@@ -45,6 +51,7 @@ class NamespaceSandbox:
         return prompt_section(self.level, self.view)
 
     def check(self) -> None:
+        ensure_work_folder(self.view)
         if self._bwrap is None:
             raise SandboxUnavailable(
                 "the namespace level needs bubblewrap: bwrap is not on PATH "

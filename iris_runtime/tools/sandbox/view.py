@@ -30,13 +30,19 @@ def host_view(workspace: Path) -> WorkspaceView:
     return WorkspaceView(Mount(workspace, str(workspace), writable=True))
 
 
-def work_folder(data_dir: Path, owner: int | None = None) -> Path:
-    """``<data dir>/work``, created private; chowned to ``owner`` when Iris may (root)."""
-    folder = data_dir / data_layout.WORK_DIR
+def work_folder(data_dir: Path) -> Path:
+    return data_dir / data_layout.WORK_DIR
+
+
+def ensure_work_folder(view: WorkspaceView, owner: int | None = None) -> None:
+    """Create the work folder private (once the data dir exists: ``iris doctor`` creates
+    nothing); chown it to ``owner`` (the sandbox's uid) when Iris may, i.e. as root."""
+    folder = view.root.host
+    if not folder.parent.is_dir():
+        return
     folder.mkdir(mode=0o700, exist_ok=True)
     if owner is not None and os.geteuid() == 0 and folder.stat().st_uid != owner:
         os.chown(folder, owner, owner)
-    return folder
 
 
 def sandboxed_view(data_dir: Path, work: Path) -> WorkspaceView:
