@@ -23,6 +23,7 @@ from pathlib import Path
 from types import FrameType
 
 from iris_runtime.tools.sandbox import firecracker_api
+from iris_runtime.tools.sandbox.base import SandboxUnavailable
 from iris_runtime.tools.sandbox.firecracker_plan import (
     IN_DRIVE,
     KERNEL_NAME,
@@ -136,7 +137,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, on_term)
     try:
         return run(plan)
-    except (firecracker_api.SandboxUnavailable, OSError, subprocess.SubprocessError) as exc:
+    except (SandboxUnavailable, OSError, subprocess.SubprocessError) as exc:
         print(f"firecracker: {exc}", file=sys.stderr)
         return 125
     finally:
