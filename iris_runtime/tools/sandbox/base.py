@@ -8,7 +8,7 @@ timeout or Stop; a level whose processes escape the group (a container's, a VM's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -88,6 +88,15 @@ class Sandbox(Protocol):
 
 
 @dataclass(frozen=True)
+class RunSecrets:
+    """How a sandboxed command reaches the secret broker: its URL, and the names a run's
+    short-lived token may read (the agent's skills' declared ``secrets:``)."""
+
+    broker_url: str
+    names: Callable[[], Iterable[str]]
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     """What a level's factory gets: the option after ``level:`` and where Iris keeps data."""
 
@@ -95,6 +104,8 @@ class SandboxSpec:
     option: str | None
     data_dir: Path
     env: Mapping[str, str] = field(default_factory=dict)
+    # Set where this process hosts the broker; a level keeps it as ``run_secrets``.
+    run_secrets: RunSecrets | None = None
 
     @property
     def configured(self) -> str:

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from iris_runtime.engine.tools import ToolContext
+from iris_runtime.secrets.run_tokens import RUN_TOKENS, RunGrant
 from iris_runtime.tools.environment import tool_environment
-from iris_runtime.tools.sandbox.base import SANDBOX_PATH, Launch, Sandbox, WorkspaceView
+from iris_runtime.tools.sandbox.base import (
+    SANDBOX_PATH,
+    Launch,
+    RunSecrets,
+    Sandbox,
+    WorkspaceView,
+)
 from iris_runtime.tools.sandbox.select import WrappedSandbox
 from iris_runtime.tools.sandbox.view import host_view
+
+_GRANT_MARGIN_SECONDS = 60.0  # beyond the command's timeout, for the kill and cleanup
 
 
 def sandbox_of(ctx: ToolContext) -> Sandbox | None:
@@ -32,7 +43,28 @@ def launch_command(sandbox: Sandbox, argv: list[str], ctx: ToolContext) -> Launc
     if not sandbox.isolated:
         return sandbox.launch(argv, str(ctx.workspace), tool_environment(os.environ))
     inside = sandbox.view.root.inside
-    return sandbox.launch(argv, inside, inside_environment(inside))
+    env = inside_environment(inside)
+    run_secrets: RunSecrets | None = getattr(sandbox, "run_secrets", None)
+    if run_secrets is None:
+        return sandbox.launch(argv, inside, env)
+    # Never Iris's own token: one that reads only the skills' secrets, revoked after the run.
+    grant = RUN_TOKENS.issue(run_secrets.names(), ctx.timeout_seconds + _GRANT_MARGIN_SECONDS)
+    env |= {"IRIS_API_TOKEN": grant.token, "IRIS_SECRET_BROKER_URL": run_secrets.broker_url}
+    try:
+        launch = sandbox.launch(argv, inside, env)
+    except BaseException:
+        RUN_TOKENS.revoke(grant)
+        raise
+    return replace(launch, cleanup=_then_revoke(launch.cleanup, grant))
+
+
+def _then_revoke(cleanup: Callable[[], None] | None, grant: RunGrant) -> Callable[[], None]:
+    def run() -> None:
+        RUN_TOKENS.revoke(grant)
+        if cleanup is not None:
+            cleanup()
+
+    return run
 
 
 def inside_environment(home: str) -> dict[str, str]:

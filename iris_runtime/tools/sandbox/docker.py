@@ -53,6 +53,7 @@ class DockerSandbox:
         if not spec.option:
             raise SandboxUnavailable("the docker level names its container: docker:<container>")
         self.level = spec.configured
+        self.run_secrets = spec.run_secrets
         self.container = spec.option
         self._docker = docker
         self._client_env = {k: v for k, v in os.environ.items() if k.startswith("DOCKER_")}

@@ -46,7 +46,9 @@ mkdir -p /workspace && tar -xf /dev/vdb -C /workspace && cd /workspace || exit 1
 chown -R 10000:10000 /workspace
 for f in .iris-run/env/*; do [ -e "$f" ] && export "${f##*/}=$(cat "$f")"; done
 set --; i=0
-while [ -e ".iris-run/argv/$i" ]; do a="$(cat ".iris-run/argv/$i"; echo x)"; set -- "$@" "${a%x}"; i=$((i+1)); done
+while [ -e ".iris-run/argv/$i" ]; do
+  a="$(cat ".iris-run/argv/$i"; echo x)"; set -- "$@" "${a%x}"; i=$((i+1))
+done
 rm -rf .iris-run
 # The command runs as uid 10000 in the guest too; without setpriv it would run as root, and
 # the start-up probe refuses the level.
@@ -70,6 +72,7 @@ class FirecrackerSandbox:
             )
         env = spec.env
         self.level = spec.configured
+        self.run_secrets = spec.run_secrets
         self.networked = spec.option == "net"
         self.isolates_network = not self.networked
         self.view = sandboxed_view(spec.data_dir, work_folder(spec.data_dir))

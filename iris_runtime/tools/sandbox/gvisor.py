@@ -54,6 +54,7 @@ class GvisorSandbox:
                 f"unknown gVisor platform {spec.option!r} (use gvisor, gvisor:ptrace or gvisor:kvm)"
             )
         self.level = spec.configured
+        self.run_secrets = spec.run_secrets
         self.platform: str | None = spec.option
         self._runsc = runsc
         self._state = spec.data_dir / data_layout.RUN_DIR / "gvisor"

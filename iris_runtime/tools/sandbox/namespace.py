@@ -43,6 +43,7 @@ class NamespaceSandbox:
                 f"unknown namespace option {spec.option!r} (use namespace or namespace:net)"
             )
         self.level = spec.configured
+        self.run_secrets = spec.run_secrets
         self.isolates_network = spec.option != "net"
         self._bwrap = bwrap
         self.view = sandboxed_view(spec.data_dir, work_folder(spec.data_dir))

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iris_runtime.tools.sandbox.base import Launch, Sandbox, SandboxSpec, SandboxUnavailable
+from iris_runtime.tools.sandbox.base import (
+    Launch,
+    RunSecrets,
+    Sandbox,
+    SandboxSpec,
+    SandboxUnavailable,
+)
 from iris_runtime.tools.sandbox.probe import ProbeReport, problems, run_probe
 from iris_runtime.tools.sandbox.view import host_view
 
@@ -53,7 +59,11 @@ def split_level(configured: str) -> tuple[str, str | None]:
 
 
 def open_sandbox(
-    configured: str, levels: Mapping[str, Any], data_dir: Path, env: Mapping[str, str]
+    configured: str,
+    levels: Mapping[str, Any],
+    data_dir: Path,
+    env: Mapping[str, str],
+    run_secrets: RunSecrets | None = None,
 ) -> Sandbox:
     """The configured level, opened and checked (raises SandboxUnavailable with the reason)."""
     level, option = split_level(configured)
@@ -61,7 +71,7 @@ def open_sandbox(
     if registered is None:
         names = ", ".join(sorted(levels)) or "none"
         raise SandboxUnavailable(f"sandbox level {level!r} is not installed (known: {names})")
-    spec = SandboxSpec(level, option, data_dir, env)
+    spec = SandboxSpec(level, option, data_dir, env, run_secrets)
     if hasattr(registered, "open"):
         sandbox: Sandbox = registered.open(spec)
     elif hasattr(registered, "wrap") and option is None:
