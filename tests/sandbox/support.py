@@ -59,13 +59,13 @@ def served_turn(
     """Serve Iris at ``level`` and play the turn: (server, the command's report, tool results
     by call id as the SSE stream showed them)."""
     data_dir = tmp_path / "data"
+    settings = {"IRIS_LOAD_PLUGINS": "scripted", **env}
     iris = start_iris(
         data_dir,
-        IRIS_LOAD_PLUGINS="scripted",
         IRIS_PROVIDER="scripted",
         IRIS_SCRIPT_FILE=str(boundary_turn(tmp_path, data_dir)),
         IRIS_SANDBOX=level,
-        **env,
+        **settings,
     )
     stream = SSEReader(iris, "box")
     reply = iris.post("/sessions/box/message", json_body={"text": "go"})
