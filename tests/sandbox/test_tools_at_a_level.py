@@ -108,3 +108,24 @@ def test_file_tools_refuse_what_the_command_cannot_see(ctx: ToolContext) -> None
     attached = AttachTool().run({"path": str(token)}, ctx)
     assert attached.is_error
     assert "secret-token" not in BashTool().run({"command": f"cat {token}"}, ctx).text
+
+
+def test_switching_levels_hands_the_work_folder_over(tmp_path: Path) -> None:
+    """gVisor's commands write as uid 10000 on the host, namespace's as Iris's own uid: after a
+    switch the next level's commands can still change what the last one's made."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(mode=0o700)
+    first = _open("gvisor:ptrace", data_dir)
+    ctx = ToolContext(
+        workspace=data_dir,
+        channel_dir=data_dir / "chan",
+        abort=threading.Event(),
+        upload_file=lambda path, title: None,
+        sandbox="gvisor:ptrace",
+        sandboxes={"gvisor:ptrace": first},
+    )
+    assert not BashTool().run({"command": "mkdir -p d && echo one > d/f"}, ctx).is_error
+    second = _open("namespace", data_dir)
+    ctx.sandbox, ctx.sandboxes = "namespace", {"namespace": second}
+    result = BashTool().run({"command": "echo two >> d/f && cat d/f"}, ctx)
+    assert result.text == "one\ntwo\nexit code 0"

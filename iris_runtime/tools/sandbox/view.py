@@ -36,13 +36,19 @@ def work_folder(data_dir: Path) -> Path:
 
 def ensure_work_folder(view: WorkspaceView, owner: int | None = None) -> None:
     """Create the work folder private (once the data dir exists: ``iris doctor`` creates
-    nothing); chown it to ``owner`` (the sandbox's uid) when Iris may, i.e. as root."""
+    nothing), owned by ``owner``: the uid the level's commands write as on the host (10000 for
+    gVisor and Docker; Iris's own, the default, where a user namespace maps 10000 to it).
+
+    After a switch of level the whole tree changes hands, so the commands can still write what
+    the previous level's commands made. Only root can; otherwise it is left as it is."""
     folder = view.root.host
     if not folder.parent.is_dir():
         return
     folder.mkdir(mode=0o700, exist_ok=True)
-    if owner is not None and os.geteuid() == 0 and folder.stat().st_uid != owner:
-        os.chown(folder, owner, owner)
+    uid = os.geteuid() if owner is None else owner
+    if os.geteuid() == 0 and folder.stat().st_uid != uid:
+        for path in (folder, *folder.rglob("*")):
+            os.lchown(path, uid, uid)
 
 
 def sandboxed_view(data_dir: Path, work: Path) -> WorkspaceView:
