@@ -85,7 +85,7 @@ def main() -> int:
         tool = BashTool()
         times: dict[tuple[str, str], list[float]] = {}
         for _ in range(2):  # warm-up: first gVisor start, page cache
-            for level, ctx in contexts.items():
+            for ctx in contexts.values():
                 _time_one(tool, "true", ctx)
         for _ in range(args.runs):
             for kind, command in COMMANDS.items():

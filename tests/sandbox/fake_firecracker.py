@@ -21,7 +21,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from iris_runtime.tools.sandbox.firecracker import GUEST_INIT_SCRIPT
 
@@ -56,14 +56,14 @@ def jailer(record_path: str, argv: list[str]) -> None:
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     record_path = ""
-    config: dict[str, Any] = {}
+    config: ClassVar[dict[str, Any]] = {}  # one server per process
     guest: threading.Thread | None = None
 
 
 class _Api(BaseHTTPRequestHandler):
     server: _Server
 
-    def do_PUT(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_PUT(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
         record(self.server.record_path, {"method": "PUT", "path": self.path, "body": body})
         prefix = next(
@@ -92,7 +92,7 @@ class _Api(BaseHTTPRequestHandler):
         if data:  # nothing after a 204: the client may have closed already
             self.wfile.write(data)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         return None
 
 
@@ -145,7 +145,8 @@ def install(folder: Path, record_file: Path) -> tuple[Path, Path]:
     for role in ("jailer", "firecracker"):
         exe = folder / role
         exe.write_text(
-            f'#!/bin/sh\nexec {sys.executable} {Path(__file__).resolve()} {role} {record_file} "$@"\n'
+            f"#!/bin/sh\nexec {sys.executable} {Path(__file__).resolve()} {role} "
+            f'{record_file} "$@"\n'
         )
         exe.chmod(0o755)
         made.append(exe)

@@ -4,14 +4,13 @@ the test starts as an operator would, and a served Iris whose commands run in it
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
-from tests.provisioning.dockerd import Dockerd, dockerd  # noqa: F401 (the session fixture)
+from tests.provisioning.dockerd import Dockerd
 from tests.sandbox.docker_image import import_image, start_container
 from tests.sandbox.support import assert_boundary, served_turn
 
@@ -19,13 +18,13 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def sandbox_image(dockerd: Dockerd) -> str:  # noqa: F811
+def sandbox_image(dockerd: Dockerd) -> str:
     return import_image({**os.environ, "DOCKER_HOST": dockerd.host})
 
 
 @pytest.fixture
 def container(
-    dockerd: Dockerd,  # noqa: F811
+    dockerd: Dockerd,
     sandbox_image: str,
     tmp_path: Path,
 ) -> Iterator[str]:
@@ -39,7 +38,7 @@ def test_docker_boundary_seen_by_a_model_turn(
     tmp_path: Path,
     start_iris: Callable[..., IrisServer],
     container: str,
-    dockerd: Dockerd,  # noqa: F811
+    dockerd: Dockerd,
 ) -> None:
     iris, report, results = served_turn(
         start_iris, tmp_path, f"docker:{container}", DOCKER_HOST=dockerd.host
@@ -54,7 +53,7 @@ def test_docker_boundary_seen_by_a_model_turn(
 def test_a_stopped_container_stops_serve(
     tmp_path: Path,
     container: str,
-    dockerd: Dockerd,  # noqa: F811
+    dockerd: Dockerd,
 ) -> None:
     dockerd.docker("stop", "-t", "0", container)
     env = clean_environment(
@@ -70,7 +69,7 @@ def test_a_stopped_container_stops_serve(
 def test_a_container_without_the_work_folder_stops_serve(
     tmp_path: Path,
     dockerd: Dockerd,
-    sandbox_image: str,  # noqa: F811
+    sandbox_image: str,
 ) -> None:
     name = "iris-box-elsewhere"
     start_container({**os.environ, "DOCKER_HOST": dockerd.host}, name, tmp_path / "elsewhere")
@@ -91,7 +90,7 @@ def test_timeout_kills_what_the_command_started_in_the_container(
     tmp_path: Path,
     start_iris: Callable[..., IrisServer],
     container: str,
-    dockerd: Dockerd,  # noqa: F811
+    dockerd: Dockerd,
 ) -> None:
     command = {"command": "sleep 987 & sleep 986", "timeout": 1}
     iris = _scripted(
