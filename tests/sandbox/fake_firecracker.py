@@ -48,6 +48,8 @@ def jailer(record_path: str, argv: list[str]) -> None:
     exec_file = option["--exec-file"]
     root = Path(option["--chroot-base-dir"]) / Path(exec_file).name / option["--id"] / "root"
     record(record_path, {"chroot_files": sorted(p.name for p in root.iterdir())})
+    in_drive = (root / "workspace-in.tar").stat()
+    record(record_path, {"in_drive": [in_drive.st_mode & 0o777, in_drive.st_uid]})
     os.chdir(root)
     vmm = argv[argv.index("--") + 1 :]
     os.execv(exec_file, [exec_file, *vmm])

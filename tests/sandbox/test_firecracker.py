@@ -72,6 +72,8 @@ def test_a_model_turn_in_a_microvm(tmp_path: Path, start_iris: Callable[..., Iri
     assert "--no-seccomp" not in jailer_argv
     files = next(c["chroot_files"] for c in calls if "chroot_files" in c)
     assert {"rootfs.ext4", "vmlinux", "workspace-in.tar", "workspace-out.tar"} <= set(files)
+    # The in-drive carries the command's environment (its run token): Firecracker's, 0600.
+    assert next(c["in_drive"] for c in calls if "in_drive" in c) == [0o600, 10000]
     api = [(c["path"], c["body"]) for c in calls if c.get("method") == "PUT"]
     boot = dict(api)["/boot-source"]
     assert boot["kernel_image_path"] == "vmlinux" and "init=/sbin/iris-init" in boot["boot_args"]

@@ -44,10 +44,13 @@ def prepare_jail(plan: VmPlan) -> None:
     (root / "run").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(plan.rootfs, root / ROOTFS_NAME)  # the VM's own copy, destroyed with it
     shutil.copyfile(plan.kernel, root / KERNEL_NAME)
+    # 0600 and Firecracker's: the in-drive holds the command's environment (its run token).
+    os.close(os.open(root / IN_DRIVE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     size = _write_in_drive(plan, root / IN_DRIVE)
     with open(root / OUT_DRIVE, "wb") as out:
         out.truncate(max(_OUT_DRIVE_MIN, 2 * size))  # sparse; the guest writes a tar into it
-    for path in (root, root / "run", *(root / n for n in (ROOTFS_NAME, KERNEL_NAME, OUT_DRIVE))):
+    names = (ROOTFS_NAME, KERNEL_NAME, IN_DRIVE, OUT_DRIVE)
+    for path in (root, root / "run", *(root / name for name in names)):
         if os.geteuid() == 0:
             os.chown(path, plan.uid, plan.uid)
 

@@ -83,7 +83,10 @@ class GvisorSandbox:
         bundle.mkdir(mode=0o700, parents=True)
         (bundle / "rootfs").mkdir(mode=0o755)  # the command's "/": uid 10000 must traverse it
         config = self.oci_config(argv, cwd, env)
-        (bundle / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        # 0600: the command's environment may hold its run token.
+        fd = os.open(bundle / "config.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(config))
         command = [*self._runsc_base(), "run", "--bundle", str(bundle), name]
         return Launch(
             command,
