@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 PLATFORMS = ("ptrace", "kvm")
 _TRIAL_SECONDS = 5.0  # a kvm platform that cannot work here hangs rather than failing
+_DETECTION_TTL_SECONDS = 600.0
 
 
 class GvisorSandbox:
@@ -134,6 +136,20 @@ class GvisorSandbox:
         ]
 
     def _detect_platform(self) -> str:
+        """kvm when a trial run on it succeeds, else ptrace. The answer is kept a while in the
+        state folder: `iris serve` detects in its master, and the worker must not wait again."""
+        cache = self._state / "platform"
+        with contextlib.suppress(OSError):
+            if time.time() - cache.stat().st_mtime < _DETECTION_TTL_SECONDS:
+                kept = cache.read_text(encoding="utf-8").strip()
+                if kept in PLATFORMS:
+                    return kept
+        platform = self._trial_platform()
+        with contextlib.suppress(OSError):
+            cache.write_text(platform, encoding="utf-8")
+        return platform
+
+    def _trial_platform(self) -> str:
         if not os.access("/dev/kvm", os.R_OK | os.W_OK):
             return "ptrace"
         trial = [*self._runsc_base("kvm"), "do", "true"]
