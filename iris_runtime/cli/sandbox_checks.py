@@ -25,6 +25,8 @@ def sandbox_checks(
     rows = [("sandbox", "ok", f"{settings.sandbox} (installed: {levels})")]
     if not probe:
         return rows, None
+    if not settings.data_dir.is_dir():
+        return [*rows, ("sandbox_probe", "warn", "no data dir yet: nothing to probe")], None
     try:
         report = run_probe(sandbox, settings.data_dir)
     except SandboxUnavailable as exc:
