@@ -493,10 +493,11 @@ class Spawner:
                 "IRIS_SECRET_BROKER_URL": self.config.broker_url,
                 "IRIS_PROVIDER": record.provider,
                 "IRIS_MODEL": record.model,
-                "IRIS_SANDBOX": record.sandbox,
                 **dict.fromkeys(PLATFORM_TOKEN_VARS, ""),
             }
         )
+        if record.sandbox != "host":  # unset is host: default agents' units stay as they were
+            env["IRIS_SANDBOX"] = record.sandbox
         if record.manager != "docker":
             # A path, not the token: skills (get-secret) read it from the agent's environment.
             env["IRIS_API_TOKEN_FILE"] = str(home / TOKEN_FILE_NAME)
