@@ -10,20 +10,18 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from iris_runtime.config import Settings
 from iris_runtime.engine.channels import reserve_folder
 from iris_runtime.engine.core import Engine
-from iris_runtime.engine.skills import discover_skills, secrets_for_skills
 from iris_runtime.engine.tools import ToolRegistry
 from iris_runtime.errors import ConfigError
 from iris_runtime.plugins import PluginHost
 from iris_runtime.secrets.broker import SecretBroker
 from iris_runtime.secrets.selection import broker_for
-from iris_runtime.tools.sandbox import SandboxUnavailable, open_sandbox, prove, split_level
-from iris_runtime.tools.sandbox.base import RunSecrets
+from iris_runtime.tools.sandbox import split_level
+from iris_runtime.tools.sandbox.configured import configured_sandbox
 
 if TYPE_CHECKING:
     from iris_runtime.events.service import EventService
@@ -48,28 +46,6 @@ def check_selection(settings: Settings, host: PluginHost) -> None:
         if chosen not in known:
             names = ", ".join(sorted(known)) or "none"
             raise ConfigError(f"{variable}={chosen!r} is not installed (known: {names})")
-
-
-def prove_sandbox(settings: Settings, host: PluginHost) -> None:
-    """Open the configured sandbox level and run its probe: a level that cannot run here, or
-    whose probe shows the host, stops start-up with the reason (never a weaker level)."""
-    try:
-        sandbox = open_sandbox(settings.sandbox, host.sandboxes(), settings.data_dir, settings.env)
-        prove(sandbox, settings.data_dir)
-    except SandboxUnavailable as exc:
-        raise ConfigError(f"IRIS_SANDBOX={settings.sandbox}: {exc.message}") from None
-
-
-def run_secrets_for(settings: Settings, plugin_skills: list[Path]) -> RunSecrets | None:
-    """A sandboxed run's way to the broker, where this process hosts it (a sub-agent's broker
-    is its parent's, which knows nothing of this process's runs)."""
-    if settings.secret_broker_url:
-        return None
-    wildcard = settings.api_host in {"0.0.0.0", "::", ""}
-    url = f"http://{'127.0.0.1' if wildcard else settings.api_host}:{settings.api_port}"
-    return RunSecrets(
-        url, lambda: secrets_for_skills(discover_skills(settings.workspace, plugin_skills))
-    )
 
 
 @dataclass
@@ -101,16 +77,7 @@ class Runtime:
         for tool in host.tools():
             tools.register(tool)
         provider = host.providers()[settings.provider](settings)
-        try:  # `iris serve` has proven the level already; here it is only opened and checked
-            sandbox = open_sandbox(
-                settings.sandbox,
-                host.sandboxes(),
-                settings.data_dir,
-                settings.env,
-                run_secrets_for(settings, host.skills()),
-            )
-        except SandboxUnavailable as exc:
-            raise ConfigError(f"IRIS_SANDBOX={settings.sandbox}: {exc.message}") from None
+        sandbox = configured_sandbox(settings, host.sandboxes(), host.skills())
         engine = Engine(
             settings,
             provider,

@@ -20,7 +20,8 @@ from iris_runtime.cli.common import listen_ports, load_settings, plugin_host, po
 from iris_runtime.config import Settings, ensure_api_token
 from iris_runtime.errors import ConfigError
 from iris_runtime.provision.supervisor import backoff_from
-from iris_runtime.runtime import check_selection, prepare_data_dir, prove_sandbox
+from iris_runtime.runtime import check_selection, prepare_data_dir
+from iris_runtime.tools.sandbox.configured import prove_configured
 from iris_runtime.web.capacity import (
     THREAD_STACK_BYTES,
     descriptors_needed,
@@ -137,7 +138,7 @@ def check_startup(settings: Settings) -> None:
     try:
         backoff_from(settings.env)  # read in the worker, where a bad value would only be logged
         check_selection(settings, host)
-        prove_sandbox(settings, host)
+        prove_configured(settings, host.sandboxes())
         # Building the provider resolves its model: an unknown one stops here, not in a worker.
         host.providers()[settings.provider](settings)
     except ConfigError as exc:
