@@ -67,6 +67,11 @@ def _env_port(env: Mapping[str, str], name: str) -> int | None:
     return port
 
 
+# For settings that live with their feature rather than in Settings (custom_agents.settings).
+env_ms = _env_ms
+env_port = _env_port
+
+
 def _env_bool(env: Mapping[str, str], name: str) -> bool:
     return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -102,7 +107,7 @@ class Settings:
     sse_heartbeat_seconds: float = 15.0
     io_timeout_seconds: float = 30.0  # a connection where no byte moves this long is closed
     lane_main: int = 4
-    lane_subagent: int = 4
+    lane_subagent: int = 8
     lane_events: int = 2
     bash_timeout_seconds: float = 300.0
     tool_output_max_chars: int = 30_000
@@ -165,7 +170,7 @@ class Settings:
             sse_heartbeat_seconds=env_float(env, "IRIS_SSE_HEARTBEAT_SECONDS", 15.0),
             io_timeout_seconds=env_float(env, "IRIS_IO_TIMEOUT_SECONDS", 30.0),
             lane_main=_env_int(env, "IRIS_LANE_MAIN", 4, minimum=1),
-            lane_subagent=_env_int(env, "IRIS_LANE_SUBAGENT", 4, minimum=1),
+            lane_subagent=_env_int(env, "IRIS_LANE_SUBAGENT", 8, minimum=1),
             lane_events=_env_int(env, "IRIS_LANE_EVENTS", 2, minimum=1),
             bash_timeout_seconds=env_float(env, "IRIS_BASH_TIMEOUT_SECONDS", 300.0),
             tool_output_max_chars=_env_int(env, "IRIS_TOOL_OUTPUT_MAX_CHARS", 30_000, minimum=100),

@@ -26,11 +26,14 @@ AGENTS_D = "agents.d"  # custom-agent manifests (spec 004)
 AUDIT_DIR = "audit"  # audit/secrets.jsonl
 BRIDGE_JOBS_DIR = "bridge-jobs"  # per-request event logs of the bridge
 CHANNELS_JSON = "channels.json"  # channel modes (spec 003)
+CUSTOM_AGENTS_DIR = "custom-agents"  # custom agents' chats (chat ids, relay sessions)
 EVENTS_DIR = "events"  # event files of every channel; <transport>/events/ for one transport's
 MODELS_YAML = "models.yaml"  # the models table's local override
 RUN_DIR = "run"  # sockets and locks: gunicorn control, supervisor, Web UI login key
 SECRETS_DIR = "secrets"  # the file secret store and Vault identity records
-STATE_DB = "state.db"  # SQLite: event firings, supervised processes
+SESSION_AGENTS_JSON = "session-agents.json"  # in-process agent ids and sub-agent settings
+SESSION_AGENTS_DIR = "session-agents"  # default folders of in-process agent ids
+STATE_DB = "state.db"  # SQLite: event firings, supervised processes, sub-agent runs
 TERRAFORM_DIR = "terraform"  # Docker agents' Terraform work and state
 WORK_DIR = "work"  # the work folder a sandboxed command sees as /workspace (tools/sandbox)
 
@@ -40,6 +43,9 @@ SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
 # -- the agent's identity, memory and skills (the data dir is its workspace) -------------------
 CONSTITUTION_MD = "CONSTITUTION.md"
 MEMORY_MD = "MEMORY.md"
+AGENTS_MD = "AGENTS.md"  # main's instructions for the sub-agents it spawns (spec 001)
+TOOLS_MD = "TOOLS.md"  # ... and its notes on their tools
+AUTH_PROFILES_JSON = "auth-profiles.json"  # an agent id's own provider keys (0600)
 SKILLS_DIR = "skills"
 
 # -- the shipped transports' own folders, named for their transport ids ----------------------
@@ -58,16 +64,22 @@ TOP_LEVEL: frozenset[str] = frozenset(
         AUDIT_DIR,
         BRIDGE_JOBS_DIR,
         CHANNELS_JSON,
+        CUSTOM_AGENTS_DIR,
         EVENTS_DIR,
         MODELS_YAML,
         RUN_DIR,
         SECRETS_DIR,
+        SESSION_AGENTS_JSON,
+        SESSION_AGENTS_DIR,
         STATE_DB,
         *(STATE_DB + suffix for suffix in SQLITE_SIDECARS),
         TERRAFORM_DIR,
         WORK_DIR,
         CONSTITUTION_MD,
         MEMORY_MD,
+        AGENTS_MD,
+        TOOLS_MD,
+        AUTH_PROFILES_JSON,
         SKILLS_DIR,
         SLACK_DIR,
         TELEGRAM_DIR,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from iris_runtime.config import Settings
@@ -25,6 +25,7 @@ from iris_runtime.tools.sandbox.configured import configured_sandbox
 
 if TYPE_CHECKING:
     from iris_runtime.events.service import EventService
+    from iris_runtime.session_agents.service import SessionAgents
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,34 @@ def check_selection(settings: Settings, host: PluginHost) -> None:
             raise ConfigError(f"{variable}={chosen!r} is not installed (known: {names})")
 
 
+def with_subagent_lane(settings: Settings) -> Settings:
+    """``agents.defaults.subagents.maxConcurrent`` from session-agents.json, when it sets one,
+    is the width of the ``subagent`` lane (else ``IRIS_LANE_SUBAGENT``)."""
+    from iris_runtime.session_agents import config as agents_config
+    from iris_runtime.session_agents.setup import ModelCatalog
+
+    config = agents_config.load(settings.data_dir, ModelCatalog(settings).knows)
+    if config.max_concurrent is None:
+        return settings
+    return replace(settings, lane_subagent=config.max_concurrent)
+
+
+def _session_agents(runtime: Runtime) -> SessionAgents | None:
+    import sqlite3
+
+    from iris_runtime.session_agents.service import SessionAgents
+
+    try:
+        service = SessionAgents(runtime.engine, runtime.settings, runtime.host.providers())
+    except (sqlite3.Error, OSError) as exc:
+        log.error("session sub-agents are off: state.db cannot be used (%s)", exc)
+        return None
+    service.install()
+    runtime.on_start(service.start)
+    runtime.on_stop(service.stop)
+    return service
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -56,6 +85,8 @@ class Runtime:
     secrets: SecretBroker
     # Scheduled events (events/ folders); started last, once routers and tools are in place.
     events: EventService | None = None
+    # Background sub-agents spawned from conversations (None when state.db is unusable).
+    subagents: SessionAgents | None = None
     _stopped: bool = False
     _on_start: list[Callable[[], None]] = field(default_factory=list)
     _on_stop: list[Callable[[], None]] = field(default_factory=list)
@@ -76,6 +107,7 @@ class Runtime:
         tools = ToolRegistry()
         for tool in host.tools():
             tools.register(tool)
+        settings = with_subagent_lane(settings)
         provider = host.providers()[settings.provider](settings)
         sandbox = configured_sandbox(settings, host.sandboxes(), host.skills())
         engine = Engine(
@@ -102,6 +134,7 @@ class Runtime:
         from iris_runtime.provision.supervisor import Supervisor
 
         runtime.events = EventService.for_engine(engine)
+        runtime.subagents = _session_agents(runtime)
         # Sub-agents in process mode (no systemd) are children of the running Iris.
         supervisor = Supervisor.from_settings(settings)
         runtime.on_start(supervisor.start)

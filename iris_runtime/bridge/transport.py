@@ -132,6 +132,12 @@ class BridgeTransport:
         self._engine.sessions.append_message(channel_id, "assistant", text, posted=True)
         return str(next(self._message_ids))
 
+    def show_logged_message(self, channel_id: str, text: str, thread: str | None) -> str:
+        """A message the engine has already logged (a sub-agent's announce): for a headless
+        channel the log is the delivery (``GET /sessions/<id>/...`` reads it), so there is
+        nothing more to do than name it."""
+        return str(next(self._message_ids))
+
     def update_message(self, channel_id: str, message_id: str, text: str) -> None:
         return None
 

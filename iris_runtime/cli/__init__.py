@@ -27,6 +27,8 @@ BUILTIN_COMMANDS = {
     "secrets": ("secrets_cmd", "secrets"),
     "usage": ("usage_cmd", "usage"),
     "events": ("events_cmd", "events"),
+    "custom-agents": ("custom_agents_cmd", "custom_agents"),
+    "reach": ("reach_cmd", "reach_group"),
 }
 
 

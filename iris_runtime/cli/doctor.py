@@ -186,7 +186,46 @@ def run_checks(settings: Settings, *, probe_sandbox: bool = False) -> list[Check
         *_port_checks(settings),
         *_plugin_checks(settings, probe_sandbox),
         _spawn_check(settings),
+        _session_agents_check(settings),
+        _custom_agents_check(settings),
     ]
+
+
+def _session_agents_check(settings: Settings) -> Check:
+    """session-agents.json: the agent ids and sub-agent settings Iris would run with."""
+    from iris_runtime.session_agents.config import load
+    from iris_runtime.session_agents.profiles import ProfileError, load_profiles
+    from iris_runtime.session_agents.setup import ModelCatalog
+
+    config = load(settings.data_dir, ModelCatalog(settings).knows)
+    if config.problem:
+        return Check(
+            "session_agents", "fail", f"{config.problem}; Iris runs with the defaults (main only)"
+        )
+    for entry in config.agents.values():
+        try:
+            load_profiles(entry.directory)
+        except ProfileError as exc:
+            return Check("session_agents", "fail", f"agent {entry.id!r}: {exc}")
+    lane = config.max_concurrent or settings.lane_subagent
+    archive = config.archive_after_minutes
+    archived = f"archived after {archive:g} min" if archive else "never archived"
+    return Check(
+        "session_agents",
+        "ok",
+        f"agent ids {', '.join(sorted(config.agents))}; {lane} sub-agents at once; {archived}",
+    )
+
+
+def _custom_agents_check(settings: Settings) -> Check:
+    """The manifests in agents.d: which load, which are skipped and why, which need sign-in."""
+    from iris_runtime.custom_agents.listing import doctor_summary
+
+    try:
+        status, detail = doctor_summary(settings)
+    except ConfigError as exc:
+        return Check("custom_agents", "fail", exc.message)
+    return Check("custom_agents", status, detail)
 
 
 def _spawn_check(settings: Settings) -> Check:

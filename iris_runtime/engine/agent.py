@@ -51,6 +51,19 @@ class AgentOutcome:
     silent: bool = False  # the model chose to say nothing (a reply beginning with [SILENT])
 
 
+@dataclass(frozen=True)
+class AgentSetup:
+    """The agent a run uses instead of Iris's own: a background sub-agent brings its own system
+    prompt, tools, provider (its own keys), model and thinking level. Such a run is never
+    offered to the message routers: its messages are tasks for this agent, not for delegation."""
+
+    system: str
+    tools: ToolRegistry
+    provider: Provider
+    model: str = ""
+    thinking: str = ""
+
+
 @dataclass
 class _Turn:
     text: list[str] = field(default_factory=list)
@@ -66,11 +79,23 @@ class AgentLoop:
         *,
         max_turns: int,
         model: str = "",
+        thinking: str = "",
     ) -> None:
         self._provider = provider
         self._tools = tools
         self._max_turns = max_turns
         self._model = model
+        self._thinking = thinking
+
+    @classmethod
+    def for_setup(cls, setup: AgentSetup, max_turns: int) -> AgentLoop:
+        return cls(
+            setup.provider,
+            setup.tools,
+            max_turns=max_turns,
+            model=setup.model,
+            thinking=setup.thinking,
+        )
 
     def run(
         self,
@@ -87,7 +112,9 @@ class AgentLoop:
                 outcome.status = "stopped"
                 return outcome
             outcome.turns += 1
-            request = ProviderRequest(system, tuple(conversation), self._tools.specs(), self._model)
+            request = ProviderRequest(
+                system, tuple(conversation), self._tools.specs(), self._model, self._thinking
+            )
             turn = self._stream_turn(request, out, abort, outcome)
             self._deliver_text(turn, out, outcome)
             if turn.error is not None:

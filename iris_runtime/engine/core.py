@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from iris_runtime.config import Settings
-from iris_runtime.engine.agent import AgentLoop, AgentOutcome
+from iris_runtime.engine.agent import AgentLoop, AgentOutcome, AgentSetup
 from iris_runtime.engine.channels import resolve_channel_dir
 from iris_runtime.engine.compaction import kept_count, needs_compaction, summarize
 from iris_runtime.engine.lanes import DEFAULT_LANE, Lanes, LaneSlot
@@ -27,6 +27,7 @@ from iris_runtime.engine.sessions import SessionStore, summary_messages
 from iris_runtime.engine.skills import discover_skills
 from iris_runtime.engine.tools import Sandbox, ToolContext, ToolRegistry
 from iris_runtime.engine.transport import (
+    ChannelEventSink,
     ChannelState,
     ChannelTransport,
     MessageContext,
@@ -62,6 +63,7 @@ class Engine:
         self.sandboxes = dict(sandboxes or {})
         self._routers: list[MessageRouter] = []
         self._routers_lock = threading.Lock()
+        self._stop_listeners: list[Callable[[str], bool]] = []
         lanes = Lanes(
             {
                 "main": settings.lane_main,
@@ -75,8 +77,10 @@ class Engine:
 
     # -- transports ---------------------------------------------------------------------------
 
-    def add_transport(self, transport: ChannelTransport, *, fallback: bool = False) -> None:
-        self.transports.add(transport, fallback=fallback)
+    def add_transport(
+        self, transport: ChannelTransport, *, fallback: bool = False, internal: bool = False
+    ) -> None:
+        self.transports.add(transport, fallback=fallback, internal=internal)
         self.prompt_profiles.register(transport.prompt_profile)
 
     def start(self) -> None:
@@ -100,8 +104,10 @@ class Engine:
         *,
         is_event: bool = False,
         lane: str = DEFAULT_LANE,
+        setup: AgentSetup | None = None,
     ) -> RunTicket:
-        """Queue a run for the event's channel; raises QueueFull when five are already waiting."""
+        """Queue a run for the event's channel; raises QueueFull when five are already waiting.
+        With ``setup`` the run uses that agent (a sub-agent's) instead of Iris's own."""
         resolve_channel_dir(self.settings.data_dir, event.channel)  # validates the id early
         run_id = uuid.uuid4().hex[:16]
         run = Run(
@@ -112,6 +118,7 @@ class Engine:
             is_event,
             lane,
             RunTicket(run_id, event.channel),
+            setup=setup,
         )
         self._scheduler.submit(run)
         return run.ticket
@@ -122,11 +129,38 @@ class Engine:
         """Abort the channel's running run; its waiter still gets the text produced so far.
 
         This is the one stop path for every transport and the API. Returns whether a run was
-        running (a run still waiting for a lane slot ends at once, never having run)."""
-        return self._scheduler.stop(channel)
+        running (a run still waiting for a lane slot ends at once, never having run), or
+        whether a stop listener stopped something it owns (a sub-agent spawned from here)."""
+        stopped = self._scheduler.stop(channel)
+        for listener in list(self._stop_listeners):
+            try:
+                stopped = listener(channel) or stopped
+            except Exception:
+                log.exception("a stop listener failed for %s", channel)
+        return stopped
+
+    def add_stop_listener(self, listener: Callable[[str], bool]) -> None:
+        """Call ``listener(channel)`` on every stop of ``channel``, whatever path it came by;
+        it returns whether it stopped something of its own (so the caller hears "stopped")."""
+        self._stop_listeners.append(listener)
+
+    def notify(self, channel: str, event: dict[str, Any]) -> None:
+        """Tell people watching ``channel`` about something outside a run (a sub-agent spawned
+        or finished): live watchers (SSE) and transports that show such events."""
+        self.observers.publish(channel, event)
+        try:
+            transport = self.transports.owner(channel)
+        except IrisError:
+            return
+        if isinstance(transport, ChannelEventSink):
+            _quietly(lambda e: transport.on_channel_event(channel, e), event)
 
     def is_running(self, channel: str) -> bool:
         return self._scheduler.is_running(channel)
+
+    def running_run(self, channel: str) -> str | None:
+        """The id of the run in progress on ``channel`` (None when it is idle)."""
+        return self._scheduler.running_run(channel)
 
     def begin_shutdown(self) -> None:
         """Refuse new work, abort running runs and cancel waiting ones; cheap and signal-safe
@@ -180,9 +214,8 @@ class Engine:
         )
         ctx.set_working(True)
         try:
-            result = self._route(run, sink, slot) or self._think(
-                run, ctx, profile, sink, history, slot
-            )
+            routed = None if run.setup is not None else self._route(run, sink, slot)
+            result = routed or self._think(run, ctx, profile, sink, history, slot)
         except Exception as exc:
             log.exception("run %s on %s crashed", run.run_id, run.channel)
             result = self._crashed(run, sink, exc)
@@ -213,7 +246,12 @@ class Engine:
 
     def _route(self, run: Run, sink: RunSink, slot: LaneSlot) -> RunResult | None:
         request = RouteRequest(
-            run.event, run.transport_id, sink.status, run.abort, lambda: slot.off_lane(run.abort)
+            run.event,
+            run.transport_id,
+            sink.status,
+            run.abort,
+            lambda: slot.off_lane(run.abort),
+            output=sink,
         )
         for router in self._routers:
             outcome = router.route(request)
@@ -246,16 +284,12 @@ class Engine:
         history: list[Message],
         slot: LaneSlot,
     ) -> RunResult:
-        """Iris's own turn: the agent loop over the provider and the tools."""
-        skills = discover_skills(self.settings.workspace, self._extra_skills)
-        system = build_system_prompt(
-            profile,
-            self.settings.workspace,
-            skills=skills,
-            channels=ctx.channels,
-            users=ctx.users,
-            extra_sections=[r.prompt_section() for r in self._routers] + self._sandbox_section(),
-        )
+        """The model's turn: the agent loop over the provider and the tools (Iris's own, or
+        those of the run's :class:`AgentSetup`)."""
+        setup = run.setup
+        system = setup.system if setup else self._system_prompt(profile, ctx)
+        provider = setup.provider if setup else self.provider
+        loop = AgentLoop.for_setup(setup, self.settings.max_turns) if setup else self._loop
         tool_ctx = ToolContext(
             workspace=self.settings.workspace,
             channel_dir=resolve_channel_dir(self.settings.data_dir, run.channel),
@@ -268,16 +302,31 @@ class Engine:
             channel=run.channel,
             status=sink.status,
             off_lane=lambda: slot.off_lane(run.abort),
+            run_id=run.run_id,
+            transport_id=run.transport_id,
+            thread=run.event.thread,
+            model=setup.model if setup else self.settings.model,
         )
         user = Message(
             "user", _user_prompt(run.event, profile.attachments_tag_name, self.settings.data_dir)
         )
-        history = self._compacted(run, system, history, user, sink)
-        outcome = self._loop.run(system, [*history, user], tool_ctx, sink, run.abort)
+        history = self._compacted(run, provider, system, history, user, sink)
+        outcome = loop.run(system, [*history, user], tool_ctx, sink, run.abort)
         if outcome.silent and not outcome.replies:
             # Nothing to say (typical of events): the transport drops its placeholder, if any.
             ctx.delete_message()
         return self._result_of(run, outcome, ctx.accumulated_text(), sink)
+
+    def _system_prompt(self, profile: TransportPromptProfile, ctx: MessageContext) -> str:
+        skills = discover_skills(self.settings.workspace, self._extra_skills)
+        return build_system_prompt(
+            profile,
+            self.settings.workspace,
+            skills=skills,
+            channels=ctx.channels,
+            users=ctx.users,
+            extra_sections=[r.prompt_section() for r in self._routers] + self._sandbox_section(),
+        )
 
     def _sandbox_section(self) -> list[str]:
         """Where a sandboxed command's workspace is (the paths above are the host's)."""
@@ -285,18 +334,23 @@ class Engine:
         return [section()] if callable(section) else []
 
     def _compacted(
-        self, run: Run, system: str, history: list[Message], user: Message, sink: RunSink
+        self,
+        run: Run,
+        provider: Provider,
+        system: str,
+        history: list[Message],
+        user: Message,
+        sink: RunSink,
     ) -> list[Message]:
         """The history, summarised first if it would crowd the model's context window."""
         # Providers from older plugins may not say; then the conversation is never compacted.
-        window = getattr(self.provider, "context_window", None)
+        window = getattr(provider, "context_window", None)
         if not isinstance(window, int) or not needs_compaction(system, history, user, window):
             return history
         kept = kept_count(history, window)
         sink.status("→ compacting the conversation")
-        summary = summarize(
-            self.provider, self.settings.model, history[: len(history) - kept], run.abort
-        )
+        model = run.setup.model if run.setup else self.settings.model
+        summary = summarize(provider, model, history[: len(history) - kept], run.abort)
         if summary is None:
             return history
         self.sessions.compact(run.channel, summary, kept, run.run_id)

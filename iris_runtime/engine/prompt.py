@@ -29,6 +29,12 @@ def _read(path: str) -> str:
 _identity_files: FileCache[str] = FileCache(_read, missing=lambda path: "")  # every message
 
 
+def workspace_text(path: str) -> str:
+    """A workspace text file the agent is given (at most 20,000 characters, stripped; '' when
+    missing or unreadable), re-read only when it changes."""
+    return _identity_files.get(path)
+
+
 @functools.lru_cache(maxsize=64)
 def _identity_paths(workspace: Path) -> tuple[str, str]:
     return (

@@ -43,6 +43,12 @@ class ProviderRequest:
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     model: str = ""
+    # A thinking level for this request ("off", "low", "medium", "high"); "" keeps the
+    # provider's configured setting. Providers without a notion of thinking ignore it.
+    thinking: str = ""
+
+
+THINKING_LEVELS = ("off", "low", "medium", "high")
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,13 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from iris_runtime.engine.provider import Usage
 from iris_runtime.engine.transport import TransportEvent
+
+if TYPE_CHECKING:
+    from iris_runtime.engine.agent import RunOutput
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ class RouteRequest:
     # ``with request.off_lane():`` around the wait for a remote reply frees the run's compute
     # slot meanwhile (see engine.lanes); a no-op where the caller has no lanes.
     off_lane: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+    # The run's live output (text deltas, tool cards), for routers whose answer streams in;
+    # None where the caller has none. The final text still goes in the RouteOutcome.
+    output: RunOutput | None = None
 
 
 class MessageRouter(Protocol):

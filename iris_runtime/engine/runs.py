@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from iris_runtime.engine.agent import AgentSetup
 from iris_runtime.engine.lanes import QueuedWork
 from iris_runtime.engine.provider import Usage
 from iris_runtime.engine.transport import TransportEvent
@@ -85,3 +86,4 @@ class Run:
     ticket: RunTicket
     abort: threading.Event = field(default_factory=threading.Event)
     queued: QueuedWork | None = None  # its place on a lane until it starts
+    setup: AgentSetup | None = None  # its own agent (a sub-agent's), else Iris's

@@ -71,6 +71,12 @@ class RunScheduler:
                 return
         self._start(run)
 
+    def running_run(self, channel: str) -> str | None:
+        """The id of the channel's running run, if any."""
+        with self._lock:
+            slot = self._slots.get(channel)
+            return slot.running.run_id if slot and slot.running else None
+
     def is_running(self, channel: str) -> bool:
         with self._lock:
             slot = self._slots.get(channel)

@@ -230,6 +230,12 @@ class SessionStore:
             self._append(channel, {"type": "reset"})
             self._store_context(channel, History())
 
+    def forget(self, channel: str) -> None:
+        """Drop what is cached about ``channel`` (its log was moved away: archived)."""
+        with self._channel_lock(channel), self._lock:
+            self._contexts.pop(channel, None)
+            self._sizes.pop(channel, None)
+
     # -- reading ------------------------------------------------------------------------------
 
     def entries(self, channel: str, *, since_reset: bool = False) -> list[dict[str, Any]]:

@@ -53,6 +53,12 @@ class ToolContext:
     # Wrap a wait on something remote (a sub-agent's reply) in ``with ctx.off_lane():`` so the
     # run gives its compute slot back meanwhile (see engine.lanes).
     off_lane: Callable[[], AbstractContextManager[None]] = field(default=contextlib.nullcontext)
+    # Where the calling run came from: tools that act on the conversation itself (spawning a
+    # background sub-agent that reports back to this chat's thread) need to know it.
+    run_id: str = ""
+    transport_id: str = ""
+    thread: str | None = None
+    model: str = ""  # the model the calling run uses ("" = the provider's own)
 
 
 class Sandbox(Protocol):
@@ -109,9 +115,11 @@ class ToolRegistry:
     so a registration replaces the whole mapping: a reader always sees one consistent set, never
     a dict changing under its iteration."""
 
-    def __init__(self) -> None:
+    def __init__(self, refusals: Mapping[str, str] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self._write_lock = threading.Lock()
+        # Tools withheld from this registry on purpose, and what a call to one is told.
+        self._refusals = dict(refusals or {})
 
     def register(self, tool: Tool) -> None:
         with self._write_lock:
@@ -121,6 +129,15 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def subset(
+        self, keep: Callable[[str], bool], refusals: Mapping[str, str] | None = None
+    ) -> ToolRegistry:
+        """A registry of the tools ``keep`` accepts (by name), now; later registrations in
+        this one do not reach it. A call to a name in ``refusals`` gets that message."""
+        chosen = ToolRegistry(refusals)
+        chosen._tools = {name: tool for name, tool in self._tools.items() if keep(name)}
+        return chosen
 
     def kind(self, name: str) -> str:
         """The kind of the tool called ``name`` ("other" for an unknown tool)."""
@@ -132,7 +149,8 @@ class ToolRegistry:
     def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
         tool = self._tools.get(call.name)
         if tool is None:
-            return ToolResult(f"unknown tool {call.name!r}", is_error=True)
+            refusal = self._refusals.get(call.name)
+            return ToolResult(refusal or f"unknown tool {call.name!r}", is_error=True)
         if not isinstance(call.arguments, dict):
             return ToolResult("tool arguments must be a JSON object", is_error=True)
         if RAW_ARGUMENTS in call.arguments:  # providers mark arguments that were not valid JSON

@@ -190,6 +190,28 @@ class SessionInjector(Protocol):
     def reset_session_context(self, channel_id: str) -> None: ...
 
 
+@runtime_checkable
+class LoggedMessagePoster(Protocol):
+    """Optional: transports that can show a message the engine has already logged.
+
+    A sub-agent's announce is written to the origin chat's session log by Iris itself (so the
+    conversation remembers it and a restart never posts it twice); the transport only shows it,
+    in the thread it came from. Transports without this get ``post_message``."""
+
+    def show_logged_message(self, channel_id: str, text: str, thread: str | None) -> str:
+        """Post ``text`` in ``channel_id`` (inside ``thread`` when given: the thread id the
+        transport put on the inbound event) without logging it again; return the message id."""
+        ...
+
+
+@runtime_checkable
+class ChannelEventSink(Protocol):
+    """Optional: transports that show events happening in a channel outside any run, such as a
+    background sub-agent being spawned or finishing (the Web UI draws a card for each)."""
+
+    def on_channel_event(self, channel_id: str, event: dict[str, Any]) -> None: ...
+
+
 def clip_status(text: str) -> str:
     """Status lines are single-line and at most 200 characters."""
     line = " ".join(text.split())
@@ -235,14 +257,25 @@ class TransportRegistry:
         self._ordered: list[ChannelTransport] = []
         self._fallbacks: list[ChannelTransport] = []
         self._shapes: list[ChannelShape] = []
+        self._internal: list[ChannelTransport] = []
 
-    def add(self, transport: ChannelTransport, *, fallback: bool = False) -> None:
-        ids = {t.transport_id for t in self.all()}
+    def add(
+        self, transport: ChannelTransport, *, fallback: bool = False, internal: bool = False
+    ) -> None:
+        """``internal``: Iris's own channels, no chat platform's (background sub-agents'
+        sessions). Such a transport owns its ids and serves its runs, but is none of the chat
+        transports :meth:`all` lists: it is not started or stopped, has no events folder and
+        takes no events."""
+        ids = {t.transport_id for t in [*self.all(), *self._internal]}
         if transport.transport_id in ids:
             raise ValueError(f"transport id {transport.transport_id!r} registered twice")
-        (self._fallbacks if fallback else self._ordered).append(transport)
+        if internal:
+            self._internal.append(transport)
+        else:
+            (self._fallbacks if fallback else self._ordered).append(transport)
 
     def all(self) -> list[ChannelTransport]:
+        """The chat transports, in the order they are consulted."""
         return [*self._ordered, *self._fallbacks]
 
     def claiming(self) -> list[ChannelTransport]:
@@ -260,7 +293,7 @@ class TransportRegistry:
         return next((s for s in self._shapes if s.claims.fullmatch(channel_id)), None)
 
     def owner(self, channel_id: str) -> ChannelTransport:
-        for transport in self._ordered:
+        for transport in [*self._internal, *self._ordered]:
             if transport.owns_channel(channel_id):
                 return transport
         self._refuse_claimed(channel_id)
@@ -304,7 +337,7 @@ class TransportRegistry:
         )
 
     def get(self, transport_id: str) -> ChannelTransport:
-        for transport in self.all():
+        for transport in [*self.all(), *self._internal]:
             if transport.transport_id == transport_id:
                 return transport
         raise NotFound(f"unknown transport {transport_id!r}", code="no_transport")

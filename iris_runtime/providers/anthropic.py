@@ -67,6 +67,9 @@ from iris_runtime.providers.retry import (
 KEY_VAR = "ANTHROPIC_API_KEY"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 MIN_THINKING_BUDGET = 1024
+# Budgets for a request's thinking level (a sub-agent's ``thinking``), capped below the model's
+# output limit.
+LEVEL_BUDGETS = {"low": MIN_THINKING_BUDGET, "medium": 4096, "high": 16384}
 SIGNED_TURNS_KEPT = 256
 # How long the end of a response may take after its final event before the connection is
 # dropped instead of reused. It normally arrives with message_stop; one that a proxy holds back
@@ -265,7 +268,7 @@ class AnthropicProvider(RetryingProvider[anthropic.Anthropic, _Call]):
         )
 
     def prepare(self, request: ProviderRequest, model: ModelInfo) -> _Call:
-        thinking, signed = self._thinking(request.messages)
+        thinking, signed = self._thinking(request.messages, self._budget(request.thinking, model))
         system: list[TextBlockParam] = []
         if request.system:
             system.append({"type": "text", "text": request.system, "cache_control": _EPHEMERAL})
@@ -275,13 +278,22 @@ class AnthropicProvider(RetryingProvider[anthropic.Anthropic, _Call]):
         ]
         return _Call(model, system, _conversation(request.messages, signed), tools, thinking)
 
+    def _budget(self, level: str, model: ModelInfo) -> int | None:
+        """The thinking budget for a request's level ("" keeps IRIS_THINKING_BUDGET)."""
+        if not level:
+            return self.thinking_budget
+        budget = LEVEL_BUDGETS.get(level)
+        if budget is None or model.max_output_tokens <= MIN_THINKING_BUDGET:
+            return None  # "off", or a model with no room to think
+        return min(budget, model.max_output_tokens - 1)
+
     def _thinking(
-        self, messages: tuple[Message, ...]
+        self, messages: tuple[Message, ...], budget: int | None
     ) -> tuple[ThinkingConfigParam | None, dict[int, list[ContentBlockParam]]]:
         """The thinking setting, and the signed blocks to put back into the conversation."""
-        if self.thinking_budget is None:
+        if budget is None:
             return None, {}
-        thinking: ThinkingConfigParam = {"type": "enabled", "budget_tokens": self.thinking_budget}
+        thinking: ThinkingConfigParam = {"type": "enabled", "budget_tokens": budget}
         last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=None)
         if last is None or not messages[last].tool_calls:
             return thinking, {}

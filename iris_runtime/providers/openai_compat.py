@@ -228,6 +228,7 @@ class _Call:
     compat: Compat
     messages: list[ChatCompletionMessageParam]
     tools: list[ChatCompletionFunctionToolParam]
+    effort: ReasoningEffort = None
 
 
 class OpenAIProvider(RetryingProvider[openai.OpenAI, _Call]):
@@ -258,7 +259,12 @@ class OpenAIProvider(RetryingProvider[openai.OpenAI, _Call]):
 
     def prepare(self, request: ProviderRequest, model: ModelInfo) -> _Call:
         compat = self.compat or detect_compat(self.base_url, model)
-        return _Call(model, compat, _messages(request, compat), _tools(request, compat))
+        effort = self.reasoning_effort
+        if request.thinking:  # a per-request level (a sub-agent's) wins over the setting
+            level = "none" if request.thinking == "off" else request.thinking
+            effort = cast(ReasoningEffort, level)
+        messages, tools = _messages(request, compat), _tools(request, compat)
+        return _Call(model, compat, messages, tools, effort if compat.reasoning_effort else None)
 
     def attempt(self, client: openai.OpenAI, call: _Call) -> Generator[Item, None, None]:
         try:
@@ -283,7 +289,7 @@ class OpenAIProvider(RetryingProvider[openai.OpenAI, _Call]):
             stream_options={"include_usage": True} if compat.stream_usage else openai.omit,
             max_completion_tokens=limit if tokens_field == "max_completion_tokens" else openai.omit,
             max_tokens=limit if tokens_field == "max_tokens" else openai.omit,
-            reasoning_effort=(compat.reasoning_effort and self.reasoning_effort) or openai.omit,
+            reasoning_effort=call.effort or openai.omit,
         ) as chunks:
             for chunk in chunks:
                 yield from reply.on(chunk)

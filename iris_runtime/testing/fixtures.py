@@ -8,12 +8,15 @@
 ``fake_slack`` / ``fake_telegram`` are wire-level fakes of the Slack Web API (with Socket Mode)
 and the Telegram Bot API for the transport plugins.
 ``start_subagent`` starts real sub-agent runtimes on the scripted provider.
+``socket_dir`` is a folder with a path short enough for unix sockets (a reach socket, say).
 Every server started is stopped at teardown.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -51,6 +54,15 @@ def start_subagent(tmp_path: Path) -> Iterator[Callable[..., SubAgent]]:
     agents = SubAgents(tmp_path)
     yield agents.start
     agents.stop_all()
+
+
+@pytest.fixture
+def socket_dir() -> Iterator[Path]:
+    """A fresh folder with a short path, for unix sockets (a socket path may be at most 107
+    bytes, which pytest's tmp paths can exceed); removed at teardown."""
+    made = Path(tempfile.mkdtemp(prefix="iris-sock-"))
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
 
 
 @pytest.fixture

@@ -13,7 +13,15 @@ from iris_runtime.bridge.transport import BridgeTransport
 from iris_runtime.config import Settings, ensure_api_token
 from iris_runtime.plugins import PluginHost
 from iris_runtime.runtime import Runtime
-from iris_runtime.web.api import channels, escalate, events, health, secrets, sessions
+from iris_runtime.web.api import (
+    channels,
+    custom_agents,
+    escalate,
+    events,
+    health,
+    secrets,
+    sessions,
+)
 from iris_runtime.web.auth import require_bearer_token
 from iris_runtime.web.bridge_app import create_bridge_app
 from iris_runtime.web.capacity import HeldRequests
@@ -44,6 +52,7 @@ def create_api_app(runtime: Runtime, held: HeldRequests | None = None) -> Flask:
         escalate.blueprint,
         secrets.blueprint,
         events.blueprint,
+        custom_agents.blueprint,
     ):
         app.register_blueprint(blueprint)
     for entry in runtime.host.blueprints():

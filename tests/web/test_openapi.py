@@ -308,7 +308,14 @@ def test_documented_statuses(spec: dict[str, Any]) -> None:
     assert header["in"] == "header" and header["required"] is True
     stream = spec["paths"]["/sessions/{session_id}/stream"]["get"]["responses"]["200"]
     assert "text/event-stream" in stream["content"]
-    assert set(stream["x-sse-events"]) == {"thinking", "status", "tool", "final", "file"}
+    assert set(stream["x-sse-events"]) == {
+        "thinking",
+        "status",
+        "tool",
+        "final",
+        "file",
+        "subagent",
+    }
 
 
 # -- a real server's answers --------------------------------------------------------------------

@@ -162,7 +162,7 @@ class FakeAnthropic(FakeLLMServer):
                 self._error(exchange, 400, "invalid_request_error", f"{name}: Field required")
                 return
 
-        reply = self.next_reply()
+        reply = self.next_reply(exchange.body)
         if reply.fail is not None:
             self._fail(exchange, reply.fail)
         elif body.get("stream") is True:

@@ -217,7 +217,7 @@ class FakeOpenAI(FakeLLMServer):
                 self._error(exchange, 400, message, "BadRequestError", param=param, code=400)
                 return
 
-        reply = self.next_reply()
+        reply = self.next_reply(exchange.body)
         if reply.fail is not None:
             self._fail(exchange, reply.fail)
         elif body.get("stream") is True:

@@ -19,6 +19,7 @@ import threading
 import traceback
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any, ClassVar, Self
@@ -189,6 +190,7 @@ class FakeLLMServer(ABC):
         """Tracebacks of bugs inside the fake itself (a test may assert it stays empty)."""
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
+        self._responder: Callable[[Any], Reply | Fail | None] | None = None
         self._service = LoopbackHTTPService(self, _Handler, name=type(self).__name__)
 
     # --- scripting
@@ -200,13 +202,26 @@ class FakeLLMServer(ABC):
         with self._lock:
             self._queue.extend(wrapped)
 
+    def respond_with(self, responder: Callable[[Any], Reply | Fail | None] | None) -> None:
+        """Answer by content instead of order: ``responder(body)`` gets each request's parsed
+        JSON body and returns the reply, or None to fall back to the queue. For concurrent
+        callers (parallel sub-agents), whose requests arrive in no fixed order."""
+        with self._lock:
+            self._responder = responder
+
     @property
     def pending(self) -> int:
         """How many queued replies have not been served yet."""
         with self._lock:
             return len(self._queue)
 
-    def next_reply(self) -> Reply:
+    def next_reply(self, body: Any = None) -> Reply:
+        with self._lock:
+            responder = self._responder
+        if responder is not None:
+            chosen = responder(body)
+            if chosen is not None:
+                return chosen if isinstance(chosen, Reply) else Reply([chosen])
         with self._lock:
             return self._queue.popleft() if self._queue else DEFAULT_REPLY
 

@@ -13,6 +13,7 @@ from iris_runtime.engine.sessions import since_last_reset, usage_by_agent
 from iris_runtime.engine.transport import TransportEvent
 from iris_runtime.engine.usage import total, usage_to_json
 from iris_runtime.runtime import Runtime
+from iris_runtime.session_agents.events import describe
 from iris_runtime.web.api.attachments import resolve_handles, save_upload
 from iris_runtime.web.bodies import json_object, string_field
 from iris_runtime.web.capacity import WAITS
@@ -91,6 +92,30 @@ def history(session_id: str) -> Response:
         "byAgent": {agent: usage_to_json(u) for agent, u in per_agent.items()},
     }
     return jsonify({"sessionId": session_id, "entries": entries, "usage": usage})
+
+
+@blueprint.get("/subagents")
+def subagents(session_id: str) -> Response:
+    """The sub-agents spawned from this session (``?archived=1``: archived ones too)."""
+    runtime = _runtime()
+    channel = session_channel(session_id)
+    service = runtime.subagents
+    if service is None:
+        return error_response(
+            "session sub-agents are off: state.db cannot be used (see the log)",
+            "subagents_unavailable",
+            503,
+        )
+    archived = request.args.get("archived", "").lower() in {"1", "true", "yes"}
+    listed = [
+        {
+            **describe(spawn, service.current_run(spawn)),
+            "index": spawn.seq,
+            "transcript": str(runtime.engine.sessions.log_path(spawn.child_channel)),
+        }
+        for spawn in service.spawns(channel, archived=archived)
+    ]
+    return jsonify({"sessionId": session_id, "subagents": listed})
 
 
 @blueprint.post("/reset")

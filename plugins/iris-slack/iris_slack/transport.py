@@ -222,9 +222,20 @@ class SlackTransport:
 
     def post_message(self, channel_id: str, text: str) -> str:
         """Post ``text`` as a new message (longer text continues in its thread); its ts."""
+        return self._post_chunks(channel_id, text, None)
+
+    def show_logged_message(self, channel_id: str, text: str, thread: str | None) -> str:
+        """A message the engine has already logged (a sub-agent's announce): posted like
+        ``post_message`` but inside ``thread`` (the ``thread_ts`` of the message that started
+        the run) when given, and never logged again. Returns the first message's ts."""
+        return self._post_chunks(channel_id, text, thread or None)
+
+    def _post_chunks(self, channel_id: str, text: str, thread: str | None) -> str:
+        """``text`` escaped and chunked: the first chunk in ``thread`` (or the channel), the
+        rest after it in the same thread (or the first chunk's own). The first chunk's ts."""
         chunks = split_chunks(text) or ["(empty)"]
         try:
-            first = self.api.post_message(channel_id, escape(chunks[0]))
+            first = self.api.post_message(channel_id, escape(chunks[0]), thread)
         except SlackError as exc:
             # A Slack-shaped id Slack does not know is no channel at all (404), not a fault.
             if exc.error == "channel_not_found":
@@ -233,7 +244,7 @@ class SlackTransport:
                 ) from exc
             raise
         for chunk in chunks[1:]:
-            self.api.post_message(channel_id, escape(chunk), first)
+            self.api.post_message(channel_id, escape(chunk), thread or first)
         return first
 
     def update_message(self, channel_id: str, message_id: str, text: str) -> None:

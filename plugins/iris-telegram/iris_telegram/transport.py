@@ -269,6 +269,15 @@ class TelegramTransport:
         ids = self.sender.deliver(Target(self._chat(channel_id)), text)
         return str(ids[0]) if ids else ""
 
+    def show_logged_message(self, channel_id: str, text: str, thread: str | None) -> str:
+        """A message the engine has already logged (a sub-agent's announce): delivered like a
+        reply (HTML chunks, retries, the backstops) in the forum topic ``thread`` names (the
+        topic id this transport put on the run's event) and never logged again. The first
+        message's id ("" when the text renders to nothing)."""
+        topic = int(thread) if thread and thread.isdigit() else None
+        ids = self.sender.deliver(Target(self._chat(channel_id), topic), text)
+        return str(ids[0]) if ids else ""
+
     def update_message(self, channel_id: str, message_id: str, text: str) -> None:
         """Replace a message's text (longer text continues in new messages)."""
         chat = self._chat(channel_id)

@@ -1,10 +1,13 @@
 """Conversations as the browser sees them, rebuilt from each channel's ``log.jsonl``.
 
 The log is the engine's: user messages (logged when their run starts), replies (when it ends),
-and markers. This transport adds ``webui_tool`` (a finished tool card), ``webui_file`` (a file
-the agent attached) and ``webui_post`` (a message posted to the channel from outside a run, e.g.
-an escalation); they belong to the reply that follows them. Nothing else is kept: reloading a
-page shows exactly what the log holds.
+and markers. This transport adds ``webui_tool`` (a finished tool card) and ``webui_file`` (a
+file the agent attached), which belong to the reply that follows them; ``webui_post`` (a message
+posted to the channel from outside a run, e.g. an escalation); and ``webui_subagent`` (a step of
+a background sub-agent: one card per run id, placed after the reply of the run that spawned it;
+see :mod:`iris_webui.subagents`). An assistant message the engine logged outside a run
+(``posted: true``: a sub-agent's announce) is shown as it is, with no run status and none of a
+run's cards. Nothing else is kept: reloading a page shows exactly what the log holds.
 
 The log is read as untrusted: a field of the wrong type is ignored (never a 500), cards and
 files left without a reply (a run cut off by a crash) close into an interrupted turn before the
@@ -20,11 +23,14 @@ from typing import Any
 
 from iris_runtime.engine.sessions import LOG_NAME, SessionStore
 from iris_webui.profile import CHANNEL_PREFIX
+from iris_webui.subagents import MARKER as SUBAGENT_MARKER
+from iris_webui.subagents import subagent_card
 from iris_webui.uploads import attachment_name, file_url, session_of
 
 log = logging.getLogger(__name__)
 
 TITLE_MAX_CHARS = 60
+LOGGED_ID = "logged-"  # ids of messages the engine logged outside a run (announces)
 MAX_SESSIONS = 200
 
 
@@ -122,16 +128,42 @@ def _cut_off(
             "status": status}  # fmt: skip
 
 
+def is_logged_post(entry: dict[str, Any]) -> bool:
+    """An assistant message the engine logged itself, outside a run (``posted``): a sub-agent's
+    announce. The transport only showed it; it never carries a run's tools or status."""
+    return (
+        entry.get("type") == "message"
+        and entry.get("role") == "assistant"
+        and entry.get("posted") is True
+    )
+
+
+def logged_post_id(entry: dict[str, Any], index: int) -> str:
+    """The id of a logged post, the same live (``post`` frame) and in the history: from its
+    announce key when it has one, else from its place in the log."""
+    key = entry.get("announce")
+    if isinstance(key, str) and key and len(key) <= 200:
+        return f"{LOGGED_ID}{key}"
+    return f"{LOGGED_ID}{index}"
+
+
 def conversation(
     sessions: SessionStore, channel: str, *, running: bool = False
 ) -> list[dict[str, Any]]:
     """``[{"role","text","ts","tools","files"}]`` in order (plus ``"status"`` on replies).
-    ``running``: the engine runs the channel now, so trailing cards belong to a live run."""
+    ``running``: the engine runs the channel now, so trailing cards belong to a live run.
+
+    Sub-agent cards are items of their own (``{"role": "subagent", "ts", "card"}``), placed
+    where they appeared, except that one spawned during a run goes after that run's reply (as
+    the page shows it live: after the run's turn); later markers update a card in place."""
     messages: list[dict[str, Any]] = []
     tools: list[dict[str, Any]] = []
     files: list[dict[str, str]] = []
     posts: dict[str, dict[str, Any]] = {}
-    for entry in sessions.entries(channel):
+    cards: dict[str, dict[str, Any]] = {}  # run id -> its card (already placed or pending)
+    spawned: list[dict[str, Any]] = []  # cards waiting for the reply of the run they came in
+    in_run = False  # a user message is logged when its run starts, the reply when it ends
+    for index, entry in enumerate(sessions.entries(channel)):
         kind = entry.get("type")
         ts = entry.get("ts")
         if not isinstance(ts, (str, int, float)) or isinstance(ts, bool):
@@ -146,6 +178,16 @@ def conversation(
                     "url": file_url(channel, entry["path"]),
                 }
             )
+        elif kind == SUBAGENT_MARKER:
+            card = subagent_card(entry.get("card"))
+            if card is None:
+                continue
+            known = cards.get(card["runId"])
+            if known is not None:  # a later step: the card changes in place
+                known.update(card)
+                continue
+            cards[card["runId"]] = card
+            (spawned if in_run else messages).append({"role": "subagent", "ts": ts, "card": card})
         elif kind == "webui_post" and isinstance(entry.get("text"), str):
             post_id = str(entry["id"]) if isinstance(entry.get("id"), str) else ""
             if post_id in posts:  # an update: the message changes in place
@@ -161,6 +203,22 @@ def conversation(
             }
             posts[post_id] = message
             messages.append(message)
+        elif is_logged_post(entry):
+            text = entry.get("text")
+            if not isinstance(text, str) or not text:
+                continue
+            messages.append(
+                {
+                    "role": "assistant",
+                    "text": text,
+                    "ts": ts,
+                    "tools": [],
+                    "files": [],
+                    "id": logged_post_id(entry, index),
+                    "posted": True,
+                    **({"agent": entry["agent"]} if isinstance(entry.get("agent"), str) else {}),
+                }
+            )
         # (A tuple, not a set: a hostile unhashable role, a list, must not raise.)
         elif kind == "message" and entry.get("role") in ("user", "assistant"):
             text = entry.get("text") if isinstance(entry.get("text"), str) else ""
@@ -168,6 +226,8 @@ def conversation(
                 if tools or files:  # the run before never logged its reply: it was cut off
                     messages.append(_cut_off(tools, files, "error"))
                     tools, files = [], []
+                messages.extend(spawned)
+                spawned, in_run = [], True
                 messages.append(
                     {
                         "role": "user",
@@ -178,22 +238,26 @@ def conversation(
                     }
                 )
                 continue
-            if not text and not tools and not files:
-                continue  # a silent reply
-            messages.append(
-                {
-                    "role": "assistant",
-                    "text": text,
-                    "ts": ts,
-                    "tools": tools,
-                    "files": files,
-                    "status": _status(entry.get("status")),
-                    **({"agent": entry["agent"]} if isinstance(entry.get("agent"), str) else {}),
-                }
-            )
+            if text or tools or files:  # (else a silent reply)
+                messages.append(
+                    {
+                        "role": "assistant",
+                        "text": text,
+                        "ts": ts,
+                        "tools": tools,
+                        "files": files,
+                        "status": _status(entry.get("status")),
+                        **(
+                            {"agent": entry["agent"]} if isinstance(entry.get("agent"), str) else {}
+                        ),
+                    }
+                )
             tools, files = [], []
+            messages.extend(spawned)
+            spawned, in_run = [], False
     if tools or files:  # a run still going (or cut off): show what it did so far
         messages.append(_cut_off(tools, files, "running" if running else "error"))
+    messages.extend(spawned)
     return messages
 
 

@@ -10,6 +10,7 @@ fresh link any time.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -80,13 +81,15 @@ def engine_started(engine: Engine) -> None:
         return
     from iris_runtime.agents.registry import registry_for
     from iris_runtime.bridge.routing import AgentMentionRouter
+    from iris_runtime.custom_agents.router import ask_pinned
     from iris_webui.routing import PinnedAgentRouter
     from iris_webui.transport import WebTransport
 
     assert isinstance(transport, WebTransport)
     registry = registry_for(engine.settings)
     mentions = AgentMentionRouter(engine.settings, registry, engine.sessions)
-    engine.add_router(PinnedAgentRouter(transport, registry, mentions))
+    custom = functools.partial(ask_pinned, engine)
+    engine.add_router(PinnedAgentRouter(transport, registry, mentions, custom))
 
 
 @hookimpl

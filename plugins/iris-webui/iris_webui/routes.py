@@ -44,6 +44,7 @@ from flask.blueprints import BlueprintSetupState
 from flask_sock import Sock  # type: ignore[import-untyped]
 
 from iris_runtime.agents.registry import registry_for
+from iris_runtime.custom_agents.router import is_custom_agent, picker_entries
 from iris_runtime.engine.channels import resolve_channel_dir
 from iris_runtime.errors import EngineStopping, IrisError, NotFound
 from iris_runtime.web.capacity import STREAMS
@@ -363,8 +364,11 @@ def sessions_history(session: str) -> Response:
 @blueprint.get("/api/agents")
 @api()
 def agents() -> Response:
-    names = registry_for(_transport().engine.settings).names()
-    return jsonify([{"name": name} for name in sorted(names)])  # never URLs or tokens
+    engine = _transport().engine
+    names = registry_for(engine.settings).names()
+    listed: list[dict[str, str]] = [{"name": name} for name in sorted(names)]
+    # Custom agents (spec 004) join the same list: name, label and readiness, never URLs.
+    return jsonify(listed + picker_entries(engine))
 
 
 @blueprint.post("/api/sessions/<session>/uploads")
@@ -477,6 +481,8 @@ def _parse(data: Any) -> dict[str, Any] | None:
 
 
 def _registered(transport: WebTransport, agent: str) -> bool:
+    if is_custom_agent(transport.engine, agent):
+        return True
     try:
         return agent in registry_for(transport.engine.settings).names()
     except IrisError:

@@ -10,6 +10,7 @@ text, so a message starting with "@" reaches the chosen agent unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
@@ -23,11 +24,22 @@ class PinSource(Protocol):
     def pinned_agent(self, channel: str, ts: str) -> str | None: ...
 
 
+# Asks a custom agent (spec 004) pinned by name, or returns None when the name is not one.
+CustomAsk = Callable[[str, RouteRequest], RouteOutcome | None]
+
+
 class PinnedAgentRouter:
-    def __init__(self, pins: PinSource, registry: AgentRegistry, mentions: MessageRouter) -> None:
+    def __init__(
+        self,
+        pins: PinSource,
+        registry: AgentRegistry,
+        mentions: MessageRouter,
+        custom: CustomAsk = lambda agent, request: None,
+    ) -> None:
         self._pins = pins
         self._registry = registry
         self._mentions = mentions
+        self._custom = custom
 
     def prompt_section(self) -> str:
         return ""  # the mention router already tells the model about the agents
@@ -39,6 +51,9 @@ class PinnedAgentRouter:
         agent = self._pins.pinned_agent(event.channel, event.ts)
         if agent is None:
             return None
+        custom = self._custom(agent, request)  # a custom agent is picked the same way
+        if custom is not None:
+            return custom
         try:
             known = agent in self._registry.names()
         except IrisError as exc:

@@ -13,6 +13,10 @@ model is never called.
 The transport is registered like any other (not as a fallback), so it is consulted before the
 headless bridge: a channel-addressed API event or a scheduled event for a ``WEBUI-*`` channel
 reaches the browser.
+
+Background sub-agents (spec 001): their steps arrive through ``on_channel_event`` and become
+live cards (:mod:`iris_webui.subagents`); their announce, which the engine logs itself, is shown
+with ``show_logged_message``.
 """
 
 from __future__ import annotations
@@ -38,9 +42,12 @@ from iris_runtime.errors import InvalidInput, NotFound, QueueFull
 from iris_webui.auth import LoginSessions, PasswordGate
 from iris_webui.config import WebConfig
 from iris_webui.context import WebContext
-from iris_webui.history import list_sessions
+from iris_webui.history import LOGGED_ID as _LOGGED_ID
+from iris_webui.history import is_logged_post, list_sessions, logged_post_id
 from iris_webui.hub import Client, Hub
 from iris_webui.profile import TRANSPORT_ID, WEBUI_PROFILE
+from iris_webui.subagents import FRAME_TYPE, subagent_card
+from iris_webui.subagents import MARKER as SUBAGENT_MARKER
 from iris_webui.uploads import (
     ATTACHMENTS_DIR,
     attachment_name,
@@ -116,6 +123,53 @@ class WebTransport:
         self.engine.sessions.append_marker(channel_id, "webui_post", id=message_id, text=text)
         self.hub.broadcast(channel_id, {"type": "post", "id": message_id, "text": text})
         return message_id
+
+    def show_logged_message(self, channel_id: str, text: str, thread: str | None) -> str:
+        """A message the engine has already logged as the assistant's (a sub-agent's announce):
+        shown live on the conversation's open sockets as a ``post`` frame, and nothing added to
+        the log (the history shows it from the engine's own entry). Its id is the one the
+        history gives that entry, so a tab that reloads meanwhile does not show it twice. A
+        browser conversation has no threads: ``thread`` is ignored."""
+        self._check(channel_id)
+        entries = self.engine.sessions.entries(channel_id)
+        found = next(
+            (
+                (index, entry)
+                for index, entry in reversed(list(enumerate(entries)))
+                if is_logged_post(entry) and entry.get("text") == text
+            ),
+            None,
+        )
+        frame: dict[str, Any] = {"type": "post", "text": text, "posted": True}
+        if found is None:  # not logged after all: shown all the same, under an id of its own
+            log.warning("a message shown in %s is not in its log", channel_id)
+            frame["id"] = _LOGGED_ID + uuid.uuid4().hex[:16]
+        else:
+            index, entry = found
+            frame["id"] = logged_post_id(entry, index)
+            if isinstance(entry.get("agent"), str):
+                frame["agent"] = entry["agent"]
+        self.hub.broadcast(channel_id, frame)
+        return str(frame["id"])
+
+    def on_channel_event(self, channel_id: str, event: dict[str, Any]) -> None:
+        """Something outside a run: a background sub-agent spawned from this conversation, or a
+        later step of it. Kept in the log as a ``webui_subagent`` marker (a reloaded page draws
+        the card again) and sent to the open sockets as a ``subagent`` frame. Other events, and
+        sub-agent events without a run id, are ignored."""
+        if session_of(channel_id) is None or not isinstance(event, dict):
+            return
+        if event.get("type") != FRAME_TYPE:
+            return
+        card = subagent_card(event)
+        if card is None:
+            log.warning("ignoring a sub-agent event without a run id in %s", channel_id)
+            return
+        try:
+            self.engine.sessions.append_marker(channel_id, SUBAGENT_MARKER, card=card)
+        except OSError as exc:
+            log.warning("could not log a sub-agent card in %s: %s", channel_id, exc)
+        self.hub.broadcast(channel_id, {"type": FRAME_TYPE, **card, "serverTime": time.time()})
 
     def update_message(self, channel_id: str, message_id: str, text: str) -> None:
         self._check(channel_id)

@@ -19,7 +19,7 @@ export function renderAgents() {
     var group = el("optgroup");
     group.label = "Sub-agents";
     names.forEach(function (name) {
-      var option = el("option", null, name);
+      var option = el("option", null, optionText(name));
       option.value = name;
       group.appendChild(option);
     });
@@ -27,6 +27,14 @@ export function renderAgents() {
   }
   select.value = state.agent;
   select.parentNode.dataset.agent = state.agent ? "sub" : "iris";
+}
+
+// A custom agent shows its label, and says so when it needs signing in before it can answer;
+// nothing marks whether it is a bridge, relay or ACP agent behind the name.
+function optionText(name) {
+  var agent = state.agents.find(function (a) { return a.name === name; });
+  var text = agent && agent.label ? agent.label : name;
+  return agent && agent.status === "needs_sign_in" ? text + " (needs sign-in)" : text;
 }
 
 export function loadAgents() {

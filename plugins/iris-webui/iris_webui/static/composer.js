@@ -121,11 +121,19 @@ export function sendMessage() {
     return;
   }
   hideComposerNotice();
-  state.socket.send(JSON.stringify({ type: "message", text: text, files: files }));
+  sendText(text, files);
   ui.input.value = "";
   autoGrow();
   clearUploads();
   updateComposer();
+}
+
+/** Send a message on the conversation's socket, as the composer does (the composer's text, or
+ * a command such as a sub-agent card's `/subagents log`); false when not connected. */
+export function sendText(text, files) {
+  if (!state.ready || !state.socket || state.refused) return false;
+  state.socket.send(JSON.stringify({ type: "message", text: text, files: files || [] }));
+  return true;
 }
 
 export function stopRun() {

@@ -11,6 +11,7 @@ import { loadHistory } from "./history.js";
 import { loadSessions } from "./sessions.js";
 import { setConnection } from "./socket.js";
 import { state } from "./state.js";
+import { onSubagent } from "./subagents.js";
 import { addNote, addNotice, addUserMessage, endRun, isCurrent, markEvent, newTurn, reveal, runOf, scrollToEnd, setReplyText, setRunning, setStatus, showEmptyState, turnFor } from "./turns.js";
 
 export function handleFrame(frame) {
@@ -24,6 +25,7 @@ export function handleFrame(frame) {
     case "file": return onFile(frame);
     case "queued": return onQueued(frame);
     case "post": return onPost(frame);
+    case "subagent": return onSubagent(frame);
     case "pong": return undefined;
     case "error": return onError(frame);
     default: return undefined;
@@ -144,13 +146,14 @@ export function onFile(frame) {
   scrollToEnd(false);
 }
 
-/** A message posted from outside a run (an escalation, a note); the same id updates it. */
+/** A message posted from outside a run (an escalation, a note, a sub-agent's announce: those
+ * name the agent); the same id updates it. */
 export function onPost(frame) {
   var id = String(frame.id || "");
   var existing = id && ui.list.querySelector('[data-post-id="' + CSS.escape(id) + '"]');
   var turn = existing ? existing._turn : null;
   if (!turn) {
-    turn = newTurn(null);
+    turn = newTurn(typeof frame.agent === "string" && frame.agent ? frame.agent : null);
     reveal(turn);
     turn.item.dataset.postId = id;
     turn.item._turn = turn;

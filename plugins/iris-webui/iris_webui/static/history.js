@@ -6,6 +6,7 @@ import { upsertCard } from "./cards.js";
 import { fileChip } from "./files.js";
 import { handleFrame } from "./frames.js";
 import { state } from "./state.js";
+import { upsertSubagent } from "./subagents.js";
 import { addNote, addUserMessage, markEvent, newTurn, resetTurns, reveal, runOf, scrollToEnd, setReplyText, setRunning, showEmptyState } from "./turns.js";
 
 export function renderHistory(messages) {
@@ -14,6 +15,10 @@ export function renderHistory(messages) {
     if (message.role === "user") {
       var item = addUserMessage(message.text || "", message.files || []);
       if (message.event) markEvent(item);
+      return;
+    }
+    if (message.role === "subagent") {
+      upsertSubagent(message.card, true);
       return;
     }
     var turn = newTurn(message.agent || null);

@@ -20,6 +20,8 @@ export var state = {
   historyRunning: null,   // a history turn still running, until its run id is known
   refusals: 0,            // sockets closed before `ready`, in a row
   cards: {},              // tool call id -> card element (updated in place)
+  subagents: {},          // sub-agent run id -> its card element (updated in place)
+  serverSkew: 0,          // seconds the server's clock is ahead of ours (sub-agent runtimes)
   uploads: [],            // [{file, path, url, name, chip, state}]
   sessionsLoaded: []
 };

@@ -4,6 +4,7 @@ import { updateComposer } from "./composer.js";
 import { el, icon, ui } from "./dom.js";
 import { fileChip } from "./files.js";
 import { state } from "./state.js";
+import { resetSubagents } from "./subagents.js";
 
 export function setStatus(text) {
   ui.status.dataset.active = text ? "true" : "false";
@@ -57,7 +58,9 @@ export function whoLine(agentName) {
     var avatar = el("span", "message__avatar message__avatar--agent");
     avatar.appendChild(icon("agent"));
     who.appendChild(avatar);
-    who.appendChild(el("span", null, agentName));
+    // A sub-agent's announce is logged as "subagent:<agent id>".
+    var sub = /^subagent:(.+)$/.exec(agentName);
+    who.appendChild(el("span", null, sub ? "Sub-agent " + sub[1] : agentName));
   } else {
     var logo = el("img", "message__avatar");
     logo.src = "/static/iris.svg";
@@ -171,6 +174,7 @@ export function addNotice(text, isError) {
 
 export function resetTurns() {
   ui.list.replaceChildren();
+  resetSubagents();
   state.cards = {};
   state.turn = null;
   state.turns = {};

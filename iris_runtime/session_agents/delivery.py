@@ -1,0 +1,163 @@
+"""Delivering announces from the outbox, exactly once, on one thread of its own.
+
+An announce waits while the run that spawned its sub-agent is still going, so the chat reads
+the spawning turn's reply first and the report after it. Delivery then has two steps. First the
+announce is appended to the origin chat's session log, carrying its key (``announce: <run id>``):
+that entry is what the main agent sees in its next turn, what the API's history shows, and the
+proof of delivery a restarted Iris checks before appending again. Then the origin's transport
+shows it where the spawn came from (a Slack thread, a Telegram topic, the Web UI conversation); a
+headless API session needs nothing more than the log. A transport that fails is retried with a
+growing pause; nothing is dropped.
+
+What is left (documented in docs/subagents.md): a crash after a chat platform accepted the post
+and before the outbox recorded it shows the announce twice on that platform. The log still
+holds it once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from iris_runtime.engine.core import Engine
+from iris_runtime.engine.transport import LoggedMessagePoster
+from iris_runtime.failpoints import failpoint
+from iris_runtime.session_agents.events import subagent_event
+from iris_runtime.session_agents.store import Announce, RunRecord, SubagentStore
+
+log = logging.getLogger(__name__)
+
+FIRST_RETRY_SECONDS = 1.0
+MAX_RETRY_SECONDS = 300.0
+ORIGIN_BUSY_SECONDS = 0.1  # how often an announce held for its spawning run looks again
+STORE_FAILURE_SECONDS = 5.0  # state.db failed: look at the outbox again after this
+
+
+class AnnounceDelivery:
+    def __init__(
+        self,
+        engine: Engine,
+        store: SubagentStore,
+        delivered: Callable[[RunRecord], None],
+    ) -> None:
+        self._engine = engine
+        self._store = store
+        self._delivered = delivered  # e.g. cleanup: delete archives once the announce is out
+        self._wake = threading.Condition()
+        self._pending = True  # look at the outbox at once: a restart may have left some
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._retry_at: dict[str, float] = {}
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._serve, name="iris-announce", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        with self._wake:
+            self._stopping = True
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def wake(self) -> None:
+        """A new announce is in the outbox."""
+        with self._wake:
+            self._pending = True
+            self._wake.notify_all()
+
+    def _serve(self) -> None:
+        while True:
+            with self._wake:
+                while not self._pending and not self._stopping:
+                    self._wake.wait(self._idle_wait())
+                    if self._retry_due():
+                        break
+                if self._stopping:
+                    return
+                self._pending = False
+            try:
+                self._deliver_due()
+            except Exception:  # state.db failed: keep the thread, look again shortly
+                log.exception("the announce outbox could not be read")
+                self._retry_at["(outbox)"] = time.monotonic() + STORE_FAILURE_SECONDS
+
+    def _deliver_due(self) -> None:
+        self._retry_at.pop("(outbox)", None)
+        for announce in self._store.undelivered():
+            if self._stopping:
+                return
+            if self._retry_at.get(announce.key, 0.0) > time.monotonic():
+                continue
+            if self._engine.running_run(announce.origin_channel) == announce.origin_run:
+                self._retry_at[announce.key] = time.monotonic() + ORIGIN_BUSY_SECONDS
+                continue
+            self._attempt(announce)
+
+    def _idle_wait(self) -> float | None:
+        if not self._retry_at:
+            return None
+        return max(0.05, min(self._retry_at.values()) - time.monotonic())
+
+    def _retry_due(self) -> bool:
+        return any(at <= time.monotonic() for at in self._retry_at.values())
+
+    def _attempt(self, announce: Announce) -> None:
+        try:
+            self.deliver(announce)
+        except Exception as exc:
+            pause = min(MAX_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2 ** min(announce.attempts, 12))
+            self._retry_at[announce.key] = time.monotonic() + pause
+            log.warning(
+                "announce %s to %s not delivered (%s); retrying in %.0fs",
+                announce.key,
+                announce.origin_channel,
+                exc,
+                pause,
+            )
+            self._store.set_announce(announce.key, announce.state, attempts=announce.attempts + 1)
+        else:
+            self._retry_at.pop(announce.key, None)
+
+    def deliver(self, announce: Announce) -> None:
+        if announce.state == "pending":
+            self._log_once(announce)
+            failpoint("subagents.announce_logged")
+            self._store.set_announce(announce.key, "logged")
+        transport = self._engine.transports.get(announce.origin_transport)
+        if isinstance(transport, LoggedMessagePoster):
+            transport.show_logged_message(
+                announce.origin_channel, announce.text, announce.origin_thread
+            )
+        else:
+            transport.post_message(announce.origin_channel, announce.text)
+        self._store.set_announce(
+            announce.key, "delivered", delivered=time.time(), attempts=announce.attempts + 1
+        )
+        record = self._store.run(announce.key)
+        if record is None:
+            return
+        self._delivered(record)
+        spawn = self._store.spawn_of(record.session_key) or record
+        event = subagent_event(spawn, record, "announced")
+        self._engine.notify(announce.origin_channel, {**event, "text": announce.text})
+
+    def _log_once(self, announce: Announce) -> None:
+        sessions = self._engine.sessions
+        logged = sessions.entries(announce.origin_channel)
+        if any(entry.get("announce") == announce.key for entry in logged):
+            return  # delivered before a crash cut the outbox's record short
+        usage: Any = json.loads(announce.usage or "{}")
+        sessions.append_message(
+            announce.origin_channel,
+            "assistant",
+            announce.text,
+            announce=announce.key,
+            posted=True,
+            agent=announce.agent,
+            usage=usage,
+        )

@@ -1,0 +1,87 @@
+"""Iris as a relay agent for another Iris: the outer one hosts the inner one through a manifest,
+the inner one answers through the outer one's reach socket (tool cards and reply), and a Stop
+on the outside stops the run inside."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from iris_runtime.testing.server import free_port
+from tests.custom_agents.conftest import Setup, relay_manifest, wait_until, write_manifest
+from tests.web.conftest import SSEReader, in_background
+
+INNER_RULES = [
+    {
+        "when": "disk",
+        "turns": [
+            [{"tool": "bash", "args": {"command": "echo 42"}}],
+            [{"text": "the disk is fine"}],
+        ],
+    },
+    {"when": "slow", "turns": [[{"sleep": 30}, {"text": "too slow"}]]},
+]
+
+
+def test_one_iris_sits_behind_another(setup: Setup, tmp_path: Path) -> None:
+    script = tmp_path / "inner-script.json"
+    script.write_text(json.dumps({"rules": INNER_RULES}))
+    inbound = free_port()
+    inner = setup.start_iris(
+        tmp_path / "inner",
+        IRIS_PROVIDER="scripted",
+        IRIS_SCRIPT_FILE=str(script),
+        IRIS_REACH_SOCKET=str(setup.socket_dir / "inner.sock"),
+        IRIS_RELAY_INBOUND_PORT=str(inbound),
+        IRIS_UPSTREAM_REACH_SOCKET=str(setup.socket_path),
+    )
+    write_manifest(setup.agents_d, "inner.json", relay_manifest("inner", inbound))
+    outer = setup.serve()
+    stream = SSEReader(outer, "outer")
+    reply = setup.ask("outer", "@inner how is the disk?")
+    assert reply.status == 200, reply.body
+    assert reply.json()["text"] == "the disk is fine"
+    stream.wait_for(lambda evs: any(e["event"] == "final" for e in evs))
+    stream.close()
+    tools = [(e["phase"], e["name"], e["kind"]) for e in stream.events if e["event"] == "tool"]
+    assert tools == [("start", "bash", "execute"), ("end", "bash", "execute")]
+    # The inner Iris kept the conversation as a session of her own.
+    sessions = [p.name for p in inner.data_dir.iterdir() if p.name.startswith("SESSION-relay-")]
+    assert len(sessions) == 1
+
+    pending = in_background(lambda: setup.ask("outer", "@inner slow"))
+
+    def inner_running() -> bool:
+        log = inner.data_dir / sessions[0] / "log.jsonl"
+        return "slow" in log.read_text()
+
+    wait_until(inner_running)
+    assert outer.post("/sessions/outer/stop").json() == {"stopped": True}
+    assert pending(30).json()["status"] == "stopped"
+
+    def inner_stopped() -> bool:
+        lines = (inner.data_dir / sessions[0] / "log.jsonl").read_text().splitlines()
+        last = json.loads(lines[-1])
+        return last.get("role") == "assistant" and last.get("status") == "stopped"
+
+    wait_until(inner_stopped)
+
+
+def test_the_inbound_refuses_bad_posts_and_ignores_unknown_types(
+    setup: Setup, tmp_path: Path
+) -> None:
+    import requests
+
+    inbound = free_port()
+    setup.start_iris(
+        tmp_path / "inner",
+        IRIS_REACH_SOCKET=str(setup.socket_dir / "inner.sock"),
+        IRIS_RELAY_INBOUND_PORT=str(inbound),
+    )
+    url = f"http://127.0.0.1:{inbound}/"
+    bad = requests.post(url, data=b"{nope", timeout=10)
+    assert bad.status_code == 400 and bad.json() == {"error": "the body must be a JSON object"}
+    odd = requests.post(url, json={"v": 1, "type": "typing", "chat_id": "x"}, timeout=10)
+    assert odd.status_code == 200
+    no_chat = requests.post(url, json={"v": 1, "type": "message", "text": "hi"}, timeout=10)
+    assert no_chat.status_code == 400 and no_chat.json() == {"error": '"chat_id" must be a UUID'}
