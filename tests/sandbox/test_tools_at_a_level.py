@@ -61,6 +61,8 @@ def test_timeout_kills_everything_the_command_started(ctx: ToolContext) -> None:
     result = BashTool().run({"command": "sleep 971 & sleep 972; echo never", "timeout": 1}, ctx)
     assert result.is_error and result.text.endswith("killed: timed out after 1s")
     assert _running("sleep 97[12]") == []
+    # Under gVisor the sleeps are the Sentry's, not host processes: its sandbox must be gone.
+    assert _running(f"runsc.*{ctx.workspace}") == []
 
 
 def test_stop_kills_the_command(ctx: ToolContext) -> None:
@@ -68,6 +70,7 @@ def test_stop_kills_the_command(ctx: ToolContext) -> None:
     result = BashTool().run({"command": "sleep 973"}, ctx)
     assert result.text.endswith("killed: stopped")
     assert _running("sleep 973") == []
+    assert _running(f"runsc.*{ctx.workspace}") == []
 
 
 def test_output_cap_and_saved_full_output(ctx: ToolContext) -> None:

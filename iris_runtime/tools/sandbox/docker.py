@@ -37,7 +37,8 @@ from iris_runtime.tools.sandbox.base import (
 from iris_runtime.tools.sandbox.view import ensure_work_folder, prompt_section, work_folder
 
 RUN_MARKER = "IRIS_RUN_ID"
-# Runs as root in the container: kill every process whose environment carries the run's marker.
+# Runs as the commands' uid in the container: kill every process whose environment carries the
+# run's marker.
 _KILL_SCRIPT = (
     'for e in /proc/[0-9]*/environ; do p=${e#/proc/}; p=${p%/environ}; [ "$p" = "$$" ] && '
     'continue; tr "\\0" "\\n" < "$e" 2>/dev/null | grep -qx "$0" && kill -9 "$p"; done; true'
@@ -117,8 +118,8 @@ class DockerSandbox:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             self._client(
                 "exec",
-                "--user",
-                "0",
+                "--user",  # the commands' own uid: root here lacks CAP_SYS_PTRACE for environ
+                f"{SANDBOX_UID}:{SANDBOX_UID}",
                 self.container,
                 "sh",
                 "-c",
