@@ -19,7 +19,7 @@ from typing import Any
 from iris_runtime.tools.sandbox.base import SANDBOX_PATH, Sandbox, SandboxUnavailable
 
 PROBE_SECONDS = 60.0
-# $1 is the host's data folder. Only POSIX sh and /proc: every level has those.
+# $1 is the host's data folder. POSIX sh, /proc and a few coreutils: every level has those.
 PROBE_SCRIPT = r"""
 echo "uid=$(id -u)"
 echo "hostname=$(cat /proc/sys/kernel/hostname 2>/dev/null)"
