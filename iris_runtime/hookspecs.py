@@ -145,9 +145,10 @@ def register_sandboxes(register: Callable[[str, Any], None]) -> None:
       ``Launch.kill`` for what escapes the group (a container's processes) and a
       ``Launch.cleanup`` for what one run leaves behind.
 
-    At start-up and on ``iris doctor --sandbox`` a probe runs inside (``sh``, ``/proc`` and
-    ``id cat tail cut tr rm``) and an isolated level that shows the host (Iris's uid, Iris's data folder,
-    network where none was asked for) is refused. Built in: ``host``, ``namespace``, ``gvisor``,
+    At start-up and on ``iris doctor --sandbox`` a probe runs inside (it needs ``sh``,
+    ``/proc``, ``id``, ``cat``, ``tail``, ``cut``, ``tr`` and ``rm``), and an isolated level
+    that shows the host (Iris's uid, Iris's data folder, network where none was asked for) is
+    refused. Built in: ``host``, ``namespace``, ``gvisor``,
     ``docker``, ``firecracker`` (docs/sandbox.md). An object with only ``wrap(argv) -> argv``
     is still accepted: it runs the wrapped command in the host's workspace, unproven.
     """
