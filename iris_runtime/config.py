@@ -14,9 +14,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+from urllib.parse import urlsplit
 
 from iris_runtime import data_layout
 from iris_runtime.errors import ConfigError
+from iris_runtime.tls import INSECURE_VARIABLE, TLS_KEY_CREDENTIAL, is_loopback
 
 DEFAULT_DATA_DIR = ".iris-data"
 TOKEN_FILE_NAME = data_layout.API_TOKEN
@@ -116,6 +118,13 @@ class Settings:
     bridge_idle_timeout_seconds: float = 300.0
     bridge_deadline_seconds: float = 4 * 3600.0
     bridge_job_retention_seconds: float = 72 * 3600.0
+    # Across hosts (see iris_runtime.tls): where the bridge listens, this Iris's certificate on
+    # listeners off loopback, the CAs it trusts when calling, and the explicit plain-HTTP switch.
+    bridge_host: str = ""  # "" = IRIS_API_HOST
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_cacert: str | None = None
+    insecure_http: bool = False
     escalation_channel: str | None = None
     events_poll_seconds: float = 0.5
     events_parse_grace_seconds: float = 1.0
@@ -187,6 +196,7 @@ class Settings:
             trace_plugins=_env_bool(env, "IRIS_TRACE_PLUGINS"),
             log_level=env.get("IRIS_LOG_LEVEL", "").strip().lower() or "info",
             **_secrets_settings(env),
+            **_tls_settings(env),
             env=MappingProxyType(env),
         )
         settings.validate()
@@ -205,10 +215,45 @@ class Settings:
                 f"IRIS_SECRETS_MODE must be one of {', '.join(SECRETS_MODES)}, "
                 f"not {self.secrets_mode!r}"
             )
+        self._validate_tls()
         if self.log_level not in {"debug", "info", "warning", "error", "critical"}:
             raise ConfigError(
                 f"IRIS_LOG_LEVEL must be debug/info/warning/error, not {self.log_level!r}"
             )
+
+    def listeners(self) -> dict[str, tuple[str, int]]:
+        """Every port this process binds, by variable: (host, port)."""
+        out = {"IRIS_API_PORT": (self.api_host, self.api_port)}
+        if self.webui_port:
+            out["IRIS_WEBUI_PORT"] = (self.api_host, self.webui_port)
+        if self.bridge_port:
+            out["BRIDGE_PORT"] = (self.bridge_host or self.api_host, self.bridge_port)
+        return out
+
+    @property
+    def tls_ports(self) -> frozenset[int]:
+        """The ports that speak TLS: those bound off loopback, when a certificate is set."""
+        if self.tls_cert is None:
+            return frozenset()
+        return frozenset(port for host, port in self.listeners().values() if not is_loopback(host))
+
+    def _validate_tls(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("IRIS_TLS_CERT and IRIS_TLS_KEY go together: set both or neither")
+        if self.tls_cert is not None or self.insecure_http:
+            return
+        for name, (host, port) in self.listeners().items():
+            if not is_loopback(host):
+                raise ConfigError(
+                    f"{name} {port} would serve plain HTTP on {host}, off loopback: set "
+                    "IRIS_TLS_CERT and IRIS_TLS_KEY, or IRIS_INSECURE_HTTP=1 to allow it on a "
+                    "network you trust"
+                )
+
+    @property
+    def vault_addrs(self) -> tuple[str, ...]:
+        """Every configured Vault node (``vault_addr`` is their comma-separated list)."""
+        return tuple(self.vault_addr.split(","))
 
     @property
     def token_file(self) -> Path:
@@ -263,9 +308,9 @@ def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "secret_backend": env.get("IRIS_SECRET_BACKEND", "").strip().lower() or "file",
         "secret_broker_url": env.get("IRIS_SECRET_BROKER_URL", "").strip().rstrip("/") or None,
         "env_file": Path(env_file).expanduser() if env_file else None,
-        "vault_addr": (
+        "vault_addr": _vault_addrs(
             env.get("IRIS_VAULT_ADDR", "").strip() or env.get("VAULT_ADDR", "").strip()
-        ).rstrip("/")
+        )
         or "http://127.0.0.1:8200",
         "vault_mount": env.get("IRIS_VAULT_MOUNT", "").strip().strip("/") or "secret",
         "vault_prefix": env.get("IRIS_VAULT_PREFIX", "").strip().strip("/") or "iris",
@@ -276,6 +321,39 @@ def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "vault_cacert": env.get("IRIS_VAULT_CACERT", "").strip() or None,
         "vault_timeout_seconds": env_float(env, "IRIS_VAULT_TIMEOUT_SECONDS", 5.0),
     }
+
+
+def _tls_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    cert = env.get("IRIS_TLS_CERT", "").strip()
+    key = env.get("IRIS_TLS_KEY", "").strip()
+    # Under systemd the key file stays root's: the unit loads it as the credential
+    # "iris-tls-key" (LoadCredential=), readable by the service user only, and that copy wins.
+    credentials = env.get("CREDENTIALS_DIRECTORY", "").strip()
+    if key and credentials and (Path(credentials) / TLS_KEY_CREDENTIAL).is_file():
+        key = str(Path(credentials) / TLS_KEY_CREDENTIAL)
+    return {
+        "bridge_host": env.get("IRIS_BRIDGE_HOST", "").strip(),
+        "tls_cert": Path(cert).expanduser() if cert else None,
+        "tls_key": Path(key).expanduser() if key else None,
+        "tls_cacert": env.get("IRIS_TLS_CACERT", "").strip() or None,
+        "insecure_http": _env_bool(env, INSECURE_VARIABLE),
+    }
+
+
+def _vault_addrs(raw: str) -> str:
+    """``IRIS_VAULT_ADDR`` normalised: one URL, or every node of an HA cluster separated by
+    commas (Iris moves to the next when one stops answering)."""
+    addrs = [part.strip().rstrip("/") for part in raw.split(",")] if raw else []
+    for addr in addrs:
+        parsed = urlsplit(addr)
+        if parsed.scheme not in {"http", "https"} or not parsed.hostname:
+            raise ConfigError(
+                "IRIS_VAULT_ADDR must be an http(s) URL or a comma-separated list of them, "
+                f"not {addr!r}"
+            )
+    if len(set(addrs)) != len(addrs):
+        raise ConfigError("IRIS_VAULT_ADDR lists the same address twice")
+    return ",".join(addrs)
 
 
 def mask(secret: str) -> str:

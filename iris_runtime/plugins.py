@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "iris"
 BUILTIN_PLUGINS = {
     "bridge": "iris_runtime.bridge.plugin",
+    "channel_modes": "iris_runtime.channel_modes.plugin",
     "custom_agents": "iris_runtime.custom_agents.plugin",
     "providers": "iris_runtime.providers.plugin",
     "secrets": "iris_runtime.secrets.plugin",

@@ -38,7 +38,7 @@ LAYOUT_MODULE = ROOT / "iris_runtime" / "data_layout.py"
 DATA_DIR_NAMES = frozenset({"data_dir", "_data_dir", "workspace"})
 # Layout names no code creates yet: the spec's features that will (keep them reserved now, so
 # no channel can take the name first).
-PLANNED = {"CHANNELS_JSON": "spec 003 modes"}
+PLANNED: dict[str, str] = {}
 # Names derived from another constant where they are made, not spelled out.
 DERIVED = {"AGENTS_JSON_LOCK": "registry path + '.lock'", "SQLITE_SIDECARS": "SQLite's own"}
 

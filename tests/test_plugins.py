@@ -30,7 +30,7 @@ from iris_runtime.testing.server import IrisServer, clean_environment, free_port
 pytestmark = pytest.mark.slow
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "plugin_fixture"
-BUILTINS = {"bridge", "custom_agents", "providers", "secrets", "tools"}
+BUILTINS = {"bridge", "channel_modes", "custom_agents", "providers", "secrets", "tools"}
 HOOK_NAMES = sorted(
     name
     for name, function in inspect.getmembers(hookspecs, inspect.isfunction)

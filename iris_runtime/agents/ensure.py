@@ -11,6 +11,8 @@ declared / found          what happens                                          
 present / missing         spawn                                                 created
 present / same, running   nothing                                               unchanged
 present / same, stopped   start it through its service manager, wait for it     started
+present / skills, model   a service agent: new skills, allow-list, model and    updated
+                          unit in place (home, memory, token, port kept)
 present / differs         remove (home archived), then spawn                    replaced
 absent / exists           remove (home archived)                                removed
 absent / missing          nothing                                               absent
@@ -39,11 +41,14 @@ from pathlib import Path
 from iris_runtime.agents.home import AgentRecord
 from iris_runtime.agents.registry import AgentEntry
 from iris_runtime.agents.spawn import MODES, Spawner, SpawnRequest, check_name
+from iris_runtime.agents.update import update_in_place
 from iris_runtime.errors import InvalidInput, IrisError, NotFound, ProvisionError
 from iris_runtime.provision.supervised import DB_NAME
 
 STATES = ("present", "absent")
-ACTIONS = ("created", "unchanged", "started", "replaced", "removed", "absent")
+ACTIONS = ("created", "unchanged", "started", "updated", "replaced", "removed", "absent")
+# Differences an in-place update covers (iris_runtime.agents.update); anything else replaces.
+IN_PLACE = ("skills:", "model:")
 UNCHANGED = frozenset({"unchanged", "absent"})
 # What each manager reports for an agent that runs or is on its way to running by itself
 # (a supervised process in back-off is restarted by the supervisor; starting it again would not
@@ -135,6 +140,9 @@ class Ensurer:
                 )
             return Outcome(name, "created", check=True)
         differences = self.differences(declaration, record, entry)
+        in_place = record.mode == "service" and all(d.startswith(IN_PLACE) for d in differences)
+        if differences and in_place and self._run_state(record)[0] != "missing":
+            return Outcome(name, "updated", tuple(differences), check=True)
         if differences:
             return Outcome(name, "replaced", tuple(differences), check=True)
         verdict, state = self._run_state(record)
@@ -233,6 +241,9 @@ class Ensurer:
             return done
         if action == "started":
             self.spawner.start(name)
+            return done
+        if action == "updated":
+            update_in_place(self.spawner, declaration.request())
             return done
         if action == "replaced":
             self.spawner.remove(name)

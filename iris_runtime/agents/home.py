@@ -161,7 +161,31 @@ def _fill_home(
 ) -> None:
     render_file(constitution or scaffold / CONSTITUTION_MD, home / CONSTITUTION_MD, values)
     render_file(scaffold / MEMORY_MD, home / MEMORY_MD, values)
-    skills_dir = private_dir(home / SKILLS_DIR)
+    _copy_skills(private_dir(home / SKILLS_DIR), skills)
+    if token is not None:
+        write_private_file(home / TOKEN_FILE_NAME, (token + "\n").encode("utf-8"))
+
+
+def replace_skills(home: Path, skills: Sequence[Skill]) -> None:
+    """The home's ``skills/`` becomes exactly ``skills``, everything else in the home (its
+    memory, constitution, token, work) untouched. The new set is copied beside the old one and
+    swapped in by renames, so a failed copy leaves the old skills in place."""
+    fresh = home / f".{SKILLS_DIR}.new"
+    shutil.rmtree(fresh, ignore_errors=True)
+    try:
+        _copy_skills(private_dir(fresh), skills)  # made with the home's owner, as create_home
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    current, old = home / SKILLS_DIR, home / f".{SKILLS_DIR}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if current.exists():
+        current.rename(old)
+    fresh.rename(current)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _copy_skills(skills_dir: Path, skills: Sequence[Skill]) -> None:
     for skill in skills:
         _refuse_escaping_links(skill)
         try:
@@ -176,8 +200,6 @@ def _fill_home(
             raise ConfigError(
                 f"cannot copy skill {skill.name!r} from {skill.path}: {exc}"
             ) from None
-    if token is not None:
-        write_private_file(home / TOKEN_FILE_NAME, (token + "\n").encode("utf-8"))
 
 
 def _refuse_escaping_links(skill: Skill) -> None:

@@ -6,13 +6,17 @@ is checked with a lookup of a job that cannot exist: an Iris bridge answers ``40
 That proves the bridge listener is up, and that it takes the token Iris holds for the agent (a
 wrong one is a 401), without spending a model turn.
 
-Requests go straight to loopback: proxy settings in the environment are ignored, or a host with
+An agent host's bridge listens on that host's address over TLS: it is checked as Iris will call
+it, certificate verified against ``cacert`` (IRIS_TLS_CACERT, else the system's CAs).
+
+Requests go straight to the agent: proxy settings in the environment are ignored, or a host with
 ``http_proxy`` set would send them to the proxy and report a healthy agent as dead.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -28,7 +32,13 @@ _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def wait_until_ready(
-    launch: AgentLaunch, manager: str, timeout: float, progress: Progress, *, token: str
+    launch: AgentLaunch,
+    manager: str,
+    timeout: float,
+    progress: Progress,
+    *,
+    token: str,
+    cacert: str | None = None,
 ) -> None:
     """``token`` is what Iris presents to the agent's bridge (its own, else the shared one)."""
     progress(f"waiting for {launch.health_url}")
@@ -40,7 +50,7 @@ def wait_until_ready(
                 f"({launch.health_url})" + log_hint(launch, manager)
             )
         time.sleep(POLL_SECONDS)
-    problem = bridge_problem(launch.bridge_url, token)
+    problem = bridge_problem(launch.bridge_url, token, cacert)
     if problem:
         raise ProvisionError(f"{launch.name}'s bridge at {launch.bridge_url}: {problem}")
     progress(f"bridge round trip to {launch.bridge_url} ok")
@@ -54,12 +64,18 @@ def healthy(url: str) -> bool:
         return False
 
 
-def bridge_problem(bridge_url: str, token: str) -> str | None:
-    probe = urllib.request.Request(  # noqa: S310 (the agent's own http URL)
+def bridge_problem(bridge_url: str, token: str, cacert: str | None = None) -> str | None:
+    probe = urllib.request.Request(  # noqa: S310 (the agent's own http(s) URL)
         f"{bridge_url}/bridge/jobs/{uuid.uuid4()}", headers=bearer_header(token)
     )
+    opener = _DIRECT
+    if bridge_url.startswith("https:"):
+        context = ssl.create_default_context(cafile=cacert)
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+        )
     try:
-        with _DIRECT.open(probe, timeout=5) as response:
+        with opener.open(probe, timeout=5) as response:
             return f"expected 404 for an unknown job, got {response.status}"
     except urllib.error.HTTPError as exc:
         try:

@@ -62,6 +62,7 @@ from iris_runtime.provision.launch import (
     Progress,
     no_progress,
 )
+from iris_runtime.tls import is_loopback
 from iris_runtime.tools.environment import is_withheld
 
 if TYPE_CHECKING:
@@ -81,6 +82,13 @@ INHERITED_VARS = (
     "IRIS_REASONING_EFFORT",
     "IRIS_SCRIPT_FILE",
     "IRIS_LOG_LEVEL",
+    # An agent host's bridge faces the network: its address, certificate and trusted CAs (for
+    # the broker on the Iris host), and the operator's explicit plain-HTTP switch.
+    "IRIS_BRIDGE_HOST",
+    "IRIS_TLS_CERT",
+    "IRIS_TLS_KEY",
+    "IRIS_TLS_CACERT",
+    "IRIS_INSECURE_HTTP",
 )
 # What `--env` may not set: the agent's identity and wiring are spawn's to decide.
 OWN_VARS = IDENTITY_VARS | {
@@ -179,6 +187,7 @@ class Spawner:
                 self.config.health_timeout_seconds,
                 self.progress,
                 token=self._bridge_token(entry),
+                cacert=self.settings.tls_cacert,
             )
             undo.pop_all()
         if plan.manager == "docker":
@@ -291,7 +300,14 @@ class Spawner:
         launch = self.launch_for(record, self.config.agents_dir / name, {})
         token = self._bridge_token(self.registry.get(name))
         timeout = self.config.health_timeout_seconds
-        wait_until_ready(launch, record.manager, timeout, self.progress, token=token)
+        wait_until_ready(
+            launch,
+            record.manager,
+            timeout,
+            self.progress,
+            token=token,
+            cacert=self.settings.tls_cacert,
+        )
 
     def _bridge_token(self, entry: AgentEntry | None) -> str:
         """What Iris presents to the agent's bridge: its registered token, else her own."""
@@ -511,7 +527,14 @@ class Spawner:
             command=(sys.executable, "-m", "iris_runtime", "serve"),
             environment=env,
             protected_paths=self._protected_paths(),
+            **self._bridge_address(),
         )
+
+    def _bridge_address(self) -> dict[str, str]:
+        """Where this host's agents' bridges are reached (see ``AgentLaunch.bridge_url``)."""
+        host = self.settings.bridge_host or "127.0.0.1"
+        tls = self.settings.tls_cert is not None and not is_loopback(host)
+        return {"bridge_host": host, "bridge_scheme": "https" if tls else "http"}
 
     def _protected_paths(self) -> tuple[Path, ...]:
         """Iris's data dir and the agents dir are hidden whole (a unit puts an empty read-only
@@ -527,7 +550,11 @@ class Spawner:
         taken = ports_of(e.bridge_url for e in entries.values())
         taken.update(self._ports_of_homes())
         taken.add(self.settings.api_port)
-        return f"http://127.0.0.1:{allocate_bridge_port(self.config.ports, taken)}"
+        address = self._bridge_address()
+        host = address["bridge_host"]
+        host = f"[{host}]" if ":" in host else host
+        port = allocate_bridge_port(self.config.ports, taken)
+        return f"{address['bridge_scheme']}://{host}:{port}"
 
     def _ports_of_homes(self) -> set[int]:
         """Ports recorded by agent homes: an agent whose registration was removed by hand still

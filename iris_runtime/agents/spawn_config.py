@@ -13,6 +13,7 @@ from pathlib import Path
 from iris_runtime import data_layout
 from iris_runtime.config import Settings, env_float
 from iris_runtime.errors import ConfigError
+from iris_runtime.tls import plain_http_refusal
 
 DEFAULT_REPO_DIR = Path("/iris/repo")
 DEFAULT_PORT_RANGE = "4000-4099"
@@ -69,6 +70,14 @@ class SpawnConfig:
             choices = ", ".join(SERVICE_MANAGERS)
             raise ConfigError(f"IRIS_SERVICE_MANAGER must be one of {choices}, not {manager!r}")
         agents_dir = _get(env, "IRIS_AGENTS_DIR", "")
+        broker_url = _get(env, "IRIS_AGENT_BROKER_URL", "").rstrip("/")
+        # An agent host's agents reach the broker across the network: refused here, before
+        # anything is created, rather than by every get-secret the agent runs.
+        refusal = plain_http_refusal(
+            broker_url, "IRIS_AGENT_BROKER_URL", insecure=settings.insecure_http
+        )
+        if refusal:
+            raise ConfigError(refusal)
         return cls(
             repo_dir=Path(_get(env, "IRIS_REPO_DIR", str(DEFAULT_REPO_DIR))).expanduser(),
             agents_dir=(
@@ -79,8 +88,7 @@ class SpawnConfig:
             ports=PortRange.parse(_get(env, "IRIS_AGENT_PORTS", DEFAULT_PORT_RANGE)),
             service_manager=manager,
             unit_dir=Path(_get(env, "IRIS_SYSTEMD_UNIT_DIR", "/etc/systemd/system")),
-            broker_url=_get(env, "IRIS_AGENT_BROKER_URL", "").rstrip("/")
-            or f"http://127.0.0.1:{settings.api_port}",
+            broker_url=broker_url or f"http://127.0.0.1:{settings.api_port}",
             health_timeout_seconds=env_float(env, "IRIS_AGENT_HEALTH_TIMEOUT_SECONDS", 60.0),
             docker_image=_get(env, "IRIS_DOCKER_IMAGE", "iris-runtime:local"),
             docker_base_image=_get(env, "IRIS_DOCKER_BASE_IMAGE", "python:3.11-slim"),

@@ -6,7 +6,9 @@ it saw, until the reply arrives, no new event arrives for the idle timeout, or t
 deadline passes. A disconnect is not a failure; silence is.
 
 Every request carries the call's token as ``Authorization: Bearer``; an agent from before bridge
-authentication ignores the header.
+authentication ignores the header. Because of that token, an agent on another host is called over
+TLS, its certificate verified (``cacert``, else the system's CAs); plain HTTP goes only to
+loopback unless the call is explicitly ``insecure`` (see :mod:`iris_runtime.tls`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from iris_runtime.bridge.protocol import NDJSON, bearer_header
 from iris_runtime.errors import IrisError
+from iris_runtime.tls import plain_http_refusal, verify_setting
 
 if TYPE_CHECKING:
     # Imported where a call is made: a serving agent that never delegates does not load it.
@@ -74,6 +77,8 @@ class BridgeCall:
     abort: threading.Event | None = None
     agent: str = "agent"
     token: str | None = field(default=None, repr=False)  # the agent's bridge token
+    cacert: str | None = None  # CA bundle for an https bridge_url; None: the system's CAs
+    insecure: bool = False  # allow plain HTTP to a host other than loopback
 
 
 def _auth(call: BridgeCall) -> dict[str, str]:
@@ -185,6 +190,7 @@ def _poll(session: requests.Session, request_id: str, progress: _Progress) -> Br
                 params={"since": progress.seq},
                 headers=_auth(call),
                 timeout=(CONNECT_TIMEOUT, call.idle_timeout),
+                verify=verify_setting(call.cacert),
             )
             if response.status_code == 200:
                 body = response.json()
@@ -232,10 +238,22 @@ def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None)
         body["conversationKey"] = call.conversation_key
     if call.origin:
         body["origin"] = call.origin
+    refusal = plain_http_refusal(
+        call.bridge_url, f"{call.agent}'s bridge_url", insecure=call.insecure
+    )
+    if refusal:
+        raise BridgeError(refusal, code="insecure_bridge_url", request_id=request_id)
     http = session or requests.Session()
     progress = _Progress(call, request_id)
     try:
         admitted = _post_until_admitted(http, body, progress)
+    except requests.exceptions.SSLError:
+        raise BridgeError(
+            f"{call.agent} at {call.bridge_url} failed TLS verification: its certificate is not "
+            "signed by a CA Iris trusts (IRIS_TLS_CACERT) or does not name that host",
+            code="agent_tls_failed",
+            request_id=request_id,
+        ) from None
     except requests.ConnectionError as exc:
         raise BridgeError(
             f"{call.agent} is unreachable at {call.bridge_url}: {exc}",
@@ -290,6 +308,8 @@ def _post_until_admitted(
             headers={"Accept": NDJSON, **_auth(call)},
             stream=True,
             timeout=(CONNECT_TIMEOUT, call.idle_timeout),
+            # Per request: REQUESTS_CA_BUNDLE in the environment would override a session's.
+            verify=verify_setting(call.cacert),
         )
         wait = _retry_after_capacity(response)
         if wait is None:

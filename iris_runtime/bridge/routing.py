@@ -37,6 +37,8 @@ def _call(settings: Settings, registry: AgentRegistry, agent: str, **kwargs: Any
         agent=agent,
         # Its bridge asks for its own API token: the registered one, else the shared one.
         token=entry.token or settings.api_token,
+        cacert=settings.tls_cacert,
+        insecure=settings.insecure_http,
         **kwargs,
     )
 
@@ -82,13 +84,18 @@ class AgentMentionRouter:
         if mention is None:
             return None
         agent, text = mention
+        return self.ask(agent, request, text or request.event.text)
+
+    def ask(self, agent: str, request: RouteRequest, text: str) -> RouteOutcome:
+        """Send ``text`` to ``agent`` for ``request`` and wait for its reply (also used by
+        passthrough channels, which send every message there)."""
         event = request.event
         key = f"{request.transport_id}:{event.channel}:{event.thread or ''}"
         call = _call(
             self._settings,
             self._registry,
             agent,
-            text=text or event.text,
+            text=text,
             conversation_key=key,
             origin=f"{request.transport_id}:{event.channel}",
             on_status=request.status,

@@ -13,11 +13,11 @@ import threading
 from collections.abc import Callable
 
 from iris_runtime.engine.core import Engine
+from iris_runtime.engine.headless import HeadlessContext
 from iris_runtime.engine.runs import RunTicket
 from iris_runtime.engine.transport import (
     ChannelInfo,
     ChannelState,
-    ToolEvent,
     TransportEvent,
     TransportPromptProfile,
     UserInfo,
@@ -50,50 +50,19 @@ BRIDGE_PROFILE = TransportPromptProfile(
 )
 
 
-class BridgeContext:
-    """Reply plumbing for one bridge run: everything folds into one accumulator."""
+class BridgeContext(HeadlessContext):
+    """Reply plumbing for one bridge run: everything folds into one accumulator; progress
+    lines go to the waiting request, files are listed for it."""
 
     def __init__(
         self, event: TransportEvent, on_status: Callable[[str], None] | None = None
     ) -> None:
-        self.transport_id = BRIDGE_PROFILE.transport_id
-        self.message = event
-        self.channel_name: str | None = None
-        self.channels: list[ChannelInfo] = []
-        self.users: list[UserInfo] = []
-        self.on_tool_event: Callable[[ToolEvent], None] | None = None
-        self._parts: list[str] = []
-        self._lock = threading.Lock()
+        super().__init__(BRIDGE_PROFILE.transport_id, event)
         self._on_status = on_status
         self.files: list[tuple[str, str | None]] = []
 
-    def respond(self, text: str, should_log: bool = True) -> None:
-        with self._lock:
-            self._parts.append(text)
-
-    def replace_message(self, text: str) -> None:
-        with self._lock:
-            self._parts = [text]
-
-    def respond_in_thread(self, text: str) -> None:
-        self.respond(text)
-
-    def set_typing(self, is_typing: bool) -> None:
-        return None
-
     def upload_file(self, file_path: str, title: str | None = None) -> None:
         self.files.append((file_path, title))
-
-    def set_working(self, working: bool) -> None:
-        return None
-
-    def delete_message(self) -> None:
-        with self._lock:
-            self._parts = []
-
-    def accumulated_text(self) -> str:
-        with self._lock:
-            return "\n\n".join(self._parts)
 
     def set_status(self, text: str) -> None:
         if self._on_status is not None:

@@ -29,6 +29,8 @@ BUILTIN_COMMANDS = {
     "events": ("events_cmd", "events"),
     "custom-agents": ("custom_agents_cmd", "custom_agents"),
     "reach": ("reach_cmd", "reach_group"),
+    "channels": ("channels_cmd", "channels"),
+    "acp": ("acp_cmd", "acp"),
 }
 
 

@@ -163,10 +163,10 @@ def _model_checks(settings: Settings) -> list[Check]:
 
 def _broker_key_check(settings: Settings, variable: str) -> Check:
     """A sub-agent's key lives with its parent's broker: ask for it, as a run would."""
-    from iris_runtime.secrets.client import BrokerClient
+    from iris_runtime.providers.keys import broker_client
 
     try:
-        key = BrokerClient(settings.secret_broker_url or "", settings.api_token).get(variable)
+        key = broker_client(settings).get(variable)
     except IrisError as exc:
         return Check("api_key", "fail", exc.message)
     return Check("api_key", "ok", f"{variable} {mask(key)} from the secret broker")
@@ -188,7 +188,16 @@ def run_checks(settings: Settings, *, probe_sandbox: bool = False) -> list[Check
         _spawn_check(settings),
         _session_agents_check(settings),
         _custom_agents_check(settings),
+        _channels_check(settings),
     ]
+
+
+def _channels_check(settings: Settings) -> Check:
+    """channels.json: the channel modes a serving Iris would apply, or why it would not."""
+    from iris_runtime.channel_modes.cli import channels_summary
+
+    status, detail = channels_summary(settings)
+    return Check("channels", status, detail)
 
 
 def _session_agents_check(settings: Settings) -> Check:

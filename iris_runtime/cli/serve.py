@@ -16,12 +16,13 @@ from typing import Any
 import click
 from gunicorn.app.base import BaseApplication
 
-from iris_runtime.cli.common import listen_ports, load_settings, plugin_host, port_problem
+from iris_runtime.cli.common import load_settings, plugin_host, port_problem
 from iris_runtime.config import Settings, ensure_api_token
 from iris_runtime.errors import ConfigError
 from iris_runtime.provision.supervisor import backoff_from
 from iris_runtime.runtime import check_selection, prepare_data_dir
 from iris_runtime.tools.sandbox.configured import prove_configured
+from iris_runtime.tls import server_context
 from iris_runtime.web.capacity import (
     THREAD_STACK_BYTES,
     descriptors_needed,
@@ -92,7 +93,7 @@ class IrisServer(BaseApplication):  # type: ignore[misc]
 
     def load_config(self) -> None:
         s = self.settings
-        binds = [f"{s.api_host}:{port}" for port in listen_ports(s).values()]
+        binds = [f"{host}:{port}" for host, port in s.listeners().values()]
         options: dict[str, Any] = {
             "bind": binds,
             "workers": 1,
@@ -124,13 +125,18 @@ class IrisServer(BaseApplication):  # type: ignore[misc]
 
 def check_startup(settings: Settings) -> None:
     """Fail fast, with the reason, before gunicorn starts retrying binds."""
-    for name, port in listen_ports(settings).items():
-        problem = port_problem(settings.api_host, port)
+    for name, (bind_host, port) in settings.listeners().items():
+        problem = port_problem(bind_host, port)
         if problem:
             raise click.ClickException(
-                f"cannot listen on {settings.api_host}:{port} ({name}): {problem}. "
+                f"cannot listen on {bind_host}:{port} ({name}): {problem}. "
                 "Is another Iris already running? Choose another port or stop it."
             )
+    if settings.tls_cert is not None and settings.tls_key is not None:
+        try:  # the worker builds its own; this one only proves the files make a context
+            server_context(settings.tls_cert, settings.tls_key)
+        except ConfigError as exc:
+            raise click.ClickException(exc.message) from None
     host = plugin_host(settings)
     if host.errors:
         lines = "\n".join(f"  {name}: {problem}" for name, problem in host.errors.items())
@@ -182,8 +188,9 @@ def serve(agent_name: str | None, bridge_port: int | None, sandbox: str | None) 
         or ("IRIS_API_TOKEN" if settings.env.get("IRIS_API_TOKEN") else "")
         or str(settings.token_file)
     )
+    scheme = "https" if settings.api_port in settings.tls_ports else "http"
     click.echo(
-        f"Iris API on http://{settings.api_host}:{settings.api_port} "
+        f"Iris API on {scheme}://{settings.api_host}:{settings.api_port} "
         f"(data {settings.data_dir}; API token in {source})",
         err=True,
     )

@@ -2,14 +2,20 @@
 
 A loaded file is never re-read behind the operator's back: editing or removing it takes effect
 when that agent is restarted (:meth:`Catalog.restart`). A skipped file is looked at again when it
-changes, so fixing a typo needs no restart. Every skip is logged once, in the spec's words:
-``agent manifest <path> skipped: <reason>``.
+changes (its inode, size, mtime or ctime), so fixing a typo needs no restart, and when the kind it
+clashed with is free again (that agent restarted away, that sub-agent unregistered). Every skip is
+logged once, in the spec's words: ``agent manifest <path> skipped: <reason>``.
+
+A bridge sub-agent registered later under a loaded kind wins: on the next scan the custom agent
+is unloaded and its file listed as skipped, so ``@kind`` and the agent lists agree on who it is.
+Only regular files are read, and never waited on (a FIFO named ``x.json`` is skipped).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -20,6 +26,7 @@ from iris_runtime.custom_agents.manifest import (
     Manifest,
     ManifestError,
     parse_manifest,
+    reserved_reason,
 )
 
 log = logging.getLogger(__name__)
@@ -35,6 +42,10 @@ class LoadedAgent:
 class Skipped:
     path: Path
     reason: str
+    clash: str | None = None  # the kind it lost to another file or a sub-agent, if that is why
+
+
+Stamp = tuple[int, int, int, int]  # (inode, size, mtime_ns, ctime_ns): "has the file changed"
 
 
 class Catalog:
@@ -42,7 +53,7 @@ class Catalog:
         self.directory = directory
         self._reserved = reserved  # names taken elsewhere (bridge sub-agents), asked per load
         self._loaded: dict[str, LoadedAgent] = {}
-        self._skipped: dict[Path, tuple[int, Skipped]] = {}  # path -> (mtime_ns, why)
+        self._skipped: dict[Path, tuple[Stamp, Skipped]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -66,17 +77,35 @@ class Catalog:
     # -- loading ------------------------------------------------------------------------------
 
     def scan(self) -> None:
-        """Load every file not loaded yet (and every skipped file that changed since)."""
+        """Load every file not loaded yet: new ones, skipped ones that changed since, and those
+        that lost a clash that is now gone; unload an agent whose kind a sub-agent has taken."""
         with self._lock:
+            reserved = frozenset(self._reserved())
+            for kind in sorted(self._loaded.keys() & reserved):
+                agent = self._loaded[kind]
+                self._loaded = {k: v for k, v in self._loaded.items() if k != kind}
+                self._skip(agent.path, _stamp(agent.path), reserved_reason(kind), kind)
             loaded_paths = {a.path for a in self._loaded.values()}
-            for path in self._files():
+            files = self._files()
+            for gone in self._skipped.keys() - set(files):
+                del self._skipped[gone]
+            for path in files:
                 if path in loaded_paths:
                     continue
-                mtime = _mtime(path)
+                stamp = _stamp(path)
                 earlier = self._skipped.get(path)
-                if earlier is not None and earlier[0] == mtime:
+                if (
+                    earlier is not None
+                    and earlier[0] == stamp
+                    and not self._free(earlier[1], reserved)
+                ):
                     continue
-                self._consider(path, mtime)
+                self._consider(path, stamp, reserved)
+
+    def _free(self, skipped: Skipped, reserved: Collection[str]) -> bool:
+        """Whether the kind ``skipped`` clashed on is taken by nothing any more."""
+        clash = skipped.clash
+        return clash is not None and clash not in self._loaded and clash not in reserved
 
     def restart(self, kind: str) -> LoadedAgent | None:
         """Forget ``kind`` and read its file again (gone or now invalid: it stays unloaded).
@@ -86,9 +115,9 @@ class Catalog:
             self._loaded = {k: v for k, v in self._loaded.items() if k != kind}
             self._skipped.pop(agent.path, None)
             if agent.path.exists():
-                self._consider(agent.path, _mtime(agent.path))
+                self._consider(agent.path, _stamp(agent.path), frozenset(self._reserved()))
             log.info("custom agent %s restarted", kind)
-        self.scan()
+        self.scan()  # a file that lost "kind" to this one may have it now
         return self._loaded.get(kind)
 
     def _files(self) -> list[Path]:
@@ -99,29 +128,36 @@ class Catalog:
         # Filename order decides which of two files naming one kind wins; editors' dot-files wait.
         return [self.directory / n for n in sorted(names) if n.endswith(".json") and n[0] != "."]
 
-    def _consider(self, path: Path, mtime: int) -> None:
+    def _consider(self, path: Path, stamp: Stamp, reserved: Collection[str]) -> None:
         try:
-            manifest = parse_manifest(_read(path), self._reserved())
+            manifest = parse_manifest(_read(path))
         except ManifestError as exc:
-            self._skip(path, mtime, str(exc))
+            self._skip(path, stamp, str(exc))
+            return
+        except NotRegular:
+            self._skip(path, stamp, "not a regular file")
             return
         except OSError as exc:
-            self._skip(path, mtime, f"unreadable: {exc.strerror or exc}")
+            self._skip(path, stamp, f"unreadable: {exc.strerror or exc}")
             return
-        holder = self._loaded.get(manifest.kind)
+        kind = manifest.kind
+        if kind in reserved:
+            self._skip(path, stamp, reserved_reason(kind), kind)
+            return
+        holder = self._loaded.get(kind)
         if holder is not None:
-            self._skip(
-                path, mtime, f'"kind" {manifest.kind!r} is already loaded from {holder.path}'
-            )
+            self._skip(path, stamp, f'"kind" {kind!r} is already loaded from {holder.path}', kind)
             return
         self._skipped.pop(path, None)
         # Replaced, never changed in place: runs read it without the lock (see engine.tools).
-        self._loaded = {**self._loaded, manifest.kind: LoadedAgent(manifest, path)}
-        log.info("agent manifest %s loaded: %s (%s)", path, manifest.kind, manifest.shape)
+        self._loaded = {**self._loaded, kind: LoadedAgent(manifest, path)}
+        log.info("agent manifest %s loaded: %s (%s)", path, kind, manifest.shape)
 
-    def _skip(self, path: Path, mtime: int, reason: str) -> None:
-        self._skipped[path] = (mtime, Skipped(path, reason))
-        log.warning("agent manifest %s skipped: %s", path, reason)
+    def _skip(self, path: Path, stamp: Stamp, reason: str, clash: str | None = None) -> None:
+        earlier = self._skipped.get(path)
+        self._skipped[path] = (stamp, Skipped(path, reason, clash))
+        if earlier is None or earlier[1].reason != reason:  # once, not on every re-check
+            log.warning("agent manifest %s skipped: %s", path, reason)
 
     # -- watching -----------------------------------------------------------------------------
 
@@ -146,14 +182,23 @@ class Catalog:
             self._thread.join(5)
 
 
-def _mtime(path: Path) -> int:
+class NotRegular(Exception):
+    """The path is a FIFO, a device or a folder: nothing to read a manifest from."""
+
+
+def _stamp(path: Path) -> Stamp:
     try:
-        return path.stat().st_mtime_ns
+        info = path.stat()
     except OSError:
-        return 0
+        return (0, 0, 0, 0)
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def _read(path: Path) -> bytes:
-    with path.open("rb") as file:
+    # Non-blocking, so a FIFO cannot hold the catalog's lock; only a regular file is read.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegular
         data = file.read(MAX_MANIFEST_BYTES + 1)  # parse_manifest refuses the oversized
     return data

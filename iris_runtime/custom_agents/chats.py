@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
+import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +38,33 @@ class ChatBook:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
-            # Never fatal: chat ids are re-made on demand; the bad file is left for a human.
-            log.error("%s is unreadable, starting with no chats: %s", self._path, exc)
+            # Never fatal: chat ids are re-made on demand. The bad file is moved aside for a
+            # human first, so the next save cannot overwrite the ids it may still hold.
+            self._keep_aside(str(exc))
             return {}
         chats = raw.get("chats") if isinstance(raw, dict) else None
         if not isinstance(chats, dict):
+            self._keep_aside('it holds no "chats" object')
             return {}
         return {
             k: v
             for k, v in chats.items()
             if isinstance(v, dict) and isinstance(v.get("channel"), str)
         }
+
+    def _keep_aside(self, why: str) -> None:
+        aside = self._path.with_name(f"{CHATS_FILE}.bad-{time.strftime('%Y%m%dT%H%M%S')}")
+        try:
+            os.replace(self._path, aside)
+        except OSError as exc:
+            log.error("%s is unreadable (%s) and cannot be moved aside: %s", self._path, why, exc)
+            return
+        log.error(
+            "%s is unreadable (%s), starting with no chats; the file is kept aside as %s",
+            self._path,
+            why,
+            aside,
+        )
 
     def _save(self) -> None:
         private_dir(self._path.parent)
@@ -59,6 +78,17 @@ class ChatBook:
             if chat_id is None:
                 chat_id = self._add(channel)
             return chat_id
+
+    def ensure(self, channels: Iterable[str]) -> None:
+        """Give every one of ``channels`` a chat id (one save for all that were new)."""
+        with self._lock:
+            new = [c for c in dict.fromkeys(channels) if c not in self._by_channel]
+            for channel in new:
+                chat_id = str(uuid.uuid4())
+                self._chats[chat_id] = {"channel": channel}
+                self._by_channel[channel] = chat_id
+            if new:
+                self._save()
 
     def _add(self, channel: str) -> str:
         chat_id = str(uuid.uuid4())
@@ -83,6 +113,31 @@ class ChatBook:
         with self._lock:
             session = self._chats.get(chat_id, {}).get("session")
             return session if isinstance(session, str) else None
+
+    def agent_state(self, chat_id: str, kind: str) -> dict[str, Any]:
+        """What the chat keeps for one ACP agent: its ``session``, the chosen ``model``, and
+        whether the owner was ``told_fresh`` (a copy; change it with :meth:`update_agent`)."""
+        with self._lock:
+            agents = self._chats.get(chat_id, {}).get("acp")
+            state = agents.get(kind) if isinstance(agents, dict) else None
+            return dict(state) if isinstance(state, dict) else {}
+
+    def update_agent(self, chat_id: str, kind: str, **changes: Any) -> None:
+        """Set (or, with None, remove) keys of the chat's state for ``kind``."""
+        with self._lock:
+            chat = self._chats.get(chat_id)
+            if chat is None:
+                return
+            agents = chat.setdefault("acp", {})
+            state = agents.setdefault(kind, {})
+            before = dict(state)
+            for key, value in changes.items():
+                if value is None:
+                    state.pop(key, None)
+                else:
+                    state[key] = value
+            if state != before:
+                self._save()
 
     def listing(self) -> list[dict[str, str]]:
         with self._lock:

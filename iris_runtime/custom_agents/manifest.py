@@ -91,7 +91,9 @@ def parse_manifest(data: bytes, reserved: Collection[str] = ()) -> Manifest:
     if len(data) > MAX_MANIFEST_BYTES:
         raise ManifestError(f"the file is larger than {MAX_MANIFEST_BYTES} bytes")
     try:
-        raw = json.loads(data)
+        raw = json.loads(data, object_pairs_hook=_no_duplicates)
+    except ManifestError:
+        raise
     except (ValueError, RecursionError) as exc:
         raise ManifestError(f"not valid JSON: {exc}") from None
     if not isinstance(raw, dict):
@@ -107,6 +109,20 @@ def parse_manifest(data: bytes, reserved: Collection[str] = ()) -> Manifest:
     return _acp(raw, kind, label)
 
 
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A key given twice is refused: JSON would silently keep the last, hiding a typo."""
+    value: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in value:
+            raise ManifestError(f'duplicate key "{key}"')
+        value[key] = item
+    return value
+
+
+def reserved_reason(kind: str) -> str:
+    return f'"kind" {kind!r} is already the name of a registered sub-agent'
+
+
 def _kind(raw: dict[str, Any], reserved: Collection[str]) -> str:
     if "kind" not in raw:
         raise ManifestError('"kind" is required')
@@ -119,7 +135,7 @@ def _kind(raw: dict[str, Any], reserved: Collection[str]) -> str:
     if kind in RESERVED_KINDS:
         raise ManifestError(f'"kind" {kind!r} is reserved')
     if kind in reserved:
-        raise ManifestError(f'"kind" {kind!r} is already the name of a registered sub-agent')
+        raise ManifestError(reserved_reason(kind))
     return kind
 
 

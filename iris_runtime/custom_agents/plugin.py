@@ -23,6 +23,7 @@ def engine_started(engine: Engine) -> None:
     agents = CustomAgents(engine, CustomAgentSettings.from_settings(engine.settings))
     agents.start()
     engine.add_router(CustomAgentRouter(agents))
+    engine.add_tool_environment(agents.tool_environment)
     engine.tools.register(CallCustomAgentTool(agents))
 
 

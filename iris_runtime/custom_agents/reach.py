@@ -12,6 +12,7 @@ the listener.
 from __future__ import annotations
 
 import contextlib
+import errno
 import grp
 import json
 import logging
@@ -32,13 +33,21 @@ log = logging.getLogger(__name__)
 MAX_LINE_BYTES = 1024 * 1024
 MAX_CONNECTIONS = 128
 IDLE_SECONDS = 600.0  # a connection silent this long is closed (its agent reconnects)
+OUT_OF_FDS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+BACKOFF_SECONDS = 0.5  # how long accepting pauses when the process is out of descriptors
+NOT_UNICODE = "every string must be valid Unicode (a lone surrogate cannot be sent)"
 
 
 class ReachServer:
-    def __init__(self, agents: CustomAgents, path: Path, group: str | None) -> None:
+    def __init__(
+        self, agents: CustomAgents, path: Path, group: str | None, idle: float = IDLE_SECONDS
+    ) -> None:
         self._agents = agents
         self.path = path
         self._group = group
+        # Never shorter than the silence a turn is allowed: an agent quiet but within its rights
+        # keeps its connection.
+        self._idle = max(idle, IDLE_SECONDS)
         self._sock: socket.socket | None = None
         self._open = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._stopping = threading.Event()
@@ -48,9 +57,13 @@ class ReachServer:
             private_dir(self.path.parent)  # 0700; for a group, make the folder yourself (docs)
         _remove_stale(self.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(os.fspath(self.path))
-        self._restrict()
-        sock.listen(64)
+        try:
+            sock.bind(os.fspath(self.path))
+            self._restrict()
+            sock.listen(64)
+        except BaseException:
+            sock.close()
+            raise
         self._sock = sock
         threading.Thread(target=self._accept, name="reach socket", daemon=True).start()
         log.info("reach socket listening on %s", self.path)
@@ -80,20 +93,33 @@ class ReachServer:
         while not self._stopping.is_set():
             try:
                 conn, _ = self._sock.accept()
-            except OSError:
+            except OSError as exc:
                 if self._stopping.is_set():
                     return
-                log.exception("the reach socket failed to accept; still listening")
+                if exc.errno in OUT_OF_FDS:
+                    # Out of descriptors: retrying at once would spin and flood the log; the
+                    # waiting callers stay queued until some are freed.
+                    log.warning("the reach socket cannot accept (%s); pausing", exc.strerror)
+                    self._stopping.wait(BACKOFF_SECONDS)
+                else:
+                    log.exception("the reach socket failed to accept; still listening")
                 continue
             if not self._open.acquire(blocking=False):
-                _send(conn, {"error": "too many connections"})
+                with contextlib.suppress(OSError):  # a caller already gone is no matter
+                    conn.settimeout(1.0)
+                    _send(conn, {"error": "too many connections"})
                 conn.close()
                 continue
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            try:
+                threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            except RuntimeError:  # no thread to be had: refuse this caller, keep listening
+                log.warning("the reach socket cannot start a thread for a caller")
+                self._open.release()
+                conn.close()
 
     def _serve(self, conn: socket.socket) -> None:
         try:
-            conn.settimeout(IDLE_SECONDS)
+            conn.settimeout(self._idle)
             with conn, conn.makefile("rb") as lines:
                 while not self._stopping.is_set():
                     line = lines.readline(MAX_LINE_BYTES + 1)
@@ -115,6 +141,10 @@ class ReachServer:
             request = json.loads(line)
         except (ValueError, RecursionError):
             return {"error": "not valid JSON: send one JSON object per line"}
+        if not _encodable(request):
+            # A lone surrogate (``"\\ud800"``) is valid JSON but no UTF-8: it could be neither
+            # answered, nor logged, nor shown.
+            return {"error": NOT_UNICODE}
         try:
             return handle(self._agents, request)
         except Exception:
@@ -123,7 +153,16 @@ class ReachServer:
 
 
 def _send(conn: socket.socket, reply: dict[str, Any]) -> None:
-    conn.sendall(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+    data = json.dumps(reply, ensure_ascii=False).encode(errors="replace")
+    conn.sendall(data + b"\n")
+
+
+def _encodable(request: Any) -> bool:
+    try:
+        json.dumps(request, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _skip_rest(lines: Any) -> None:

@@ -9,13 +9,15 @@ newer version.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 from collections.abc import Callable
 from typing import Any
 
 from iris_runtime.custom_agents.service import CustomAgents
 from iris_runtime.custom_agents.turns import Turn
-from iris_runtime.engine.channels import session_channel
+from iris_runtime.engine.channels import SESSION_PREFIX, session_channel
+from iris_runtime.engine.sessions import LOG_NAME
 from iris_runtime.engine.transport import TransportEvent
 from iris_runtime.errors import IrisError
 
@@ -62,9 +64,9 @@ def _delta(agents: CustomAgents, request: dict[str, Any]) -> Reply:
         raise BadRequest('"text" must be a string')
 
     def add(turn: Turn) -> None:
-        turn.parts.append(text)
-        if text:
-            turn.output.delta(text)
+        kept = turn.add_text(text)
+        if kept:
+            turn.output.delta(kept)
 
     return {"ok": True} if agents.turns.deliver(turn_id, add) else NO_SUCH_TURN
 
@@ -73,7 +75,7 @@ def _tool(agents: CustomAgents, request: dict[str, Any]) -> Reply:
     turn_id = _turn_id(request)
     call_id = request.get("id")
     if not isinstance(call_id, (str, int)) or isinstance(call_id, bool) or call_id == "":
-        raise BadRequest('"id" must be a string')
+        raise BadRequest('"id" must be a string or an integer')
     if "input" in request and not isinstance(request["input"], dict):
         raise BadRequest('"input" must be an object')
     ok = agents.turns.deliver(turn_id, lambda turn: turn.deliver_tool(request))
@@ -174,7 +176,30 @@ def _chat_new(agents: CustomAgents, request: dict[str, Any]) -> Reply:
 
 
 def _chats(agents: CustomAgents, request: dict[str, Any]) -> Reply:
+    """Every conversation: the transports' channels and the session API's conversations, each
+    given its chat id on first listing, and any other chat the book already knows."""
+    agents.chats.ensure(_conversations(agents))
     return {"ok": True, "chats": agents.chats.listing()}
+
+
+def _conversations(agents: CustomAgents) -> list[str]:
+    engine = agents.engine
+    channels: list[str] = []
+    for transport in engine.transports.all():
+        try:
+            channels += [c.id for c in transport.channels()]
+        except Exception:  # one transport in trouble must not hide the others
+            log.exception("listing the channels of %s failed", transport.transport_id)
+    try:
+        folders = sorted(os.scandir(engine.settings.data_dir), key=lambda e: e.name)
+    except OSError:
+        folders = []
+    channels += [
+        f.name
+        for f in folders
+        if f.name.startswith(SESSION_PREFIX) and os.path.isfile(os.path.join(f.path, LOG_NAME))
+    ]
+    return channels
 
 
 OPS: dict[str, Callable[[CustomAgents, dict[str, Any]], Reply]] = {

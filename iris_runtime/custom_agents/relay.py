@@ -54,12 +54,7 @@ def message_body(
     origin: str,
 ) -> dict[str, Any]:
     """The ``message`` POST: attachments are named in the text, images also sent inline."""
-    images = []
-    for attachment in attachments:
-        mime = mimetypes.guess_type(attachment.name)[0] or ""
-        path = data_dir / attachment.local
-        if mime.startswith("image/") and path.is_file() and path.stat().st_size <= MAX_IMAGE_BYTES:
-            images.append({"mime": mime, "data_b64": base64.b64encode(path.read_bytes()).decode()})
+    images = [{"mime": mime, "data_b64": data} for mime, data in images_of(attachments, data_dir)]
     if attachments:
         text = f"{text}\n\nAttached: {', '.join(a.name for a in attachments)}"
     return {
@@ -72,6 +67,17 @@ def message_body(
         "cwd": str(cwd),
         "origin": origin,
     }
+
+
+def images_of(attachments: Sequence[Attachment], data_dir: Path) -> list[tuple[str, str]]:
+    """The image attachments as (mime type, base64 data), for both shapes of custom agent."""
+    images = []
+    for attachment in attachments:
+        mime = mimetypes.guess_type(attachment.name)[0] or ""
+        path = data_dir / attachment.local
+        if mime.startswith("image/") and path.is_file() and path.stat().st_size <= MAX_IMAGE_BYTES:
+            images.append((mime, base64.b64encode(path.read_bytes()).decode()))
+    return images
 
 
 def post_turn(url: str, body: dict[str, Any], timeout: float) -> str | None:

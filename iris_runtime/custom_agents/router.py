@@ -20,6 +20,7 @@ from iris_runtime.engine.tools import ToolContext, ToolResult
 from iris_runtime.engine.transport import ToolEvent
 
 STATUS_TAIL_CHARS = 160
+TAIL_KEPT_CHARS = 4 * STATUS_TAIL_CHARS  # room for runs of whitespace that collapse
 
 
 class RouteOutput:
@@ -28,13 +29,13 @@ class RouteOutput:
     def __init__(self, label: str, request: RouteRequest) -> None:
         self._label = label
         self._request = request
-        self._text = ""
+        self._tail = ""  # the end of the text so far: enough for a status line, never more
 
     def delta(self, text: str) -> None:
-        self._text += text
+        self._tail = (self._tail + text[-TAIL_KEPT_CHARS:])[-TAIL_KEPT_CHARS:]
         if self._request.output is not None:
             self._request.output.text_delta(text)
-        tail = " ".join(self._text.split())[-STATUS_TAIL_CHARS:]
+        tail = " ".join(self._tail.split())[-STATUS_TAIL_CHARS:]
         self._request.status(f"{self._label}: {tail}")
 
     def tool(self, event: ToolEvent) -> None:
@@ -42,6 +43,13 @@ class RouteOutput:
             self._request.output.tool_event(event)
         if event.phase == "start":
             self._request.status(f"{self._label}: → {event.name}")
+
+    def thinking(self, text: str) -> None:
+        if self._request.output is not None:
+            self._request.output.thinking(text)
+
+    def status(self, text: str) -> None:
+        self._request.status(f"{self._label}: {text}")
 
 
 class ToolOutput:
@@ -57,6 +65,9 @@ class ToolOutput:
     def tool(self, event: ToolEvent) -> None:
         if event.phase == "start":
             self._ctx.status(f"{self._label}: → {event.name}")
+
+    def status(self, text: str) -> None:
+        self._ctx.status(f"{self._label}: {text}")
 
 
 class CustomAgentRouter:

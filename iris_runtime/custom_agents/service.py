@@ -12,11 +12,12 @@ import threading
 import weakref
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from iris_runtime.agents.registry import registry_for
 from iris_runtime.config import Settings
-from iris_runtime.custom_agents.catalog import Catalog
+from iris_runtime.custom_agents.acp_models import is_model_command, model_command
+from iris_runtime.custom_agents.catalog import Catalog, LoadedAgent
 from iris_runtime.custom_agents.chats import ChatBook
 from iris_runtime.custom_agents.ratelimit import RateLimit
 from iris_runtime.custom_agents.relay import RelayError, message_body, post_turn, send_stop
@@ -25,12 +26,15 @@ from iris_runtime.custom_agents.settings import (
     RATE_PER_WINDOW,
     CustomAgentSettings,
 )
-from iris_runtime.custom_agents.signin import READY, UNAVAILABLE, status_of
-from iris_runtime.custom_agents.turns import OpenTurns, TurnOutput
+from iris_runtime.custom_agents.signin import READY, status_of
+from iris_runtime.custom_agents.turns import OpenTurns, TurnOutput, TurnResult
 from iris_runtime.data_layout import CUSTOM_AGENTS_DIR
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.transport import Attachment
 from iris_runtime.errors import ConfigError, IrisError
+
+if TYPE_CHECKING:
+    from iris_runtime.custom_agents.acp_host import AcpHost
 
 log = logging.getLogger(__name__)
 
@@ -42,23 +46,21 @@ def service_of(engine: Engine) -> CustomAgents | None:
     return _services.get(engine)
 
 
-@dataclass(frozen=True)
-class TurnResult:
-    text: str
-    status: str  # done | stopped | failed
-    error: str | None = None
-
-
 def bridge_names_for(settings: Settings) -> Callable[[], Collection[str]]:
     """The names of registered bridge sub-agents, which no manifest may take as its kind."""
     registry = registry_for(settings)
+    logged: list[str] = []  # asked on every scan: say each trouble once
 
     def names() -> Collection[str]:
         try:
-            return registry.names()
+            found = registry.names()
         except IrisError as exc:  # an unreadable agents.json must not stop manifests loading
-            log.error("agents.json is unreadable: %s", exc.message)
+            if logged != [exc.message]:
+                log.error("agents.json is unreadable: %s", exc.message)
+                logged[:] = [exc.message]
             return ()
+        logged.clear()
+        return found
 
     return names
 
@@ -72,13 +74,28 @@ class CustomAgents:
         self.turns = OpenTurns()
         self.rate = RateLimit(RATE_PER_WINDOW, config.rate_window_seconds, RATE_BURST)
         self._closers: list[Callable[[], None]] = []
+        self._acp: AcpHost | None = None
+        self._acp_lock = threading.Lock()
         _services[engine] = self
+
+    @property
+    def acp(self) -> AcpHost:
+        """The ACP host, made on first use: an Iris with no ACP agent never loads the SDK."""
+        with self._acp_lock:
+            if self._acp is None:
+                from iris_runtime.custom_agents.acp_host import AcpHost
+
+                settings = self.engine.settings
+                self._acp = AcpHost(self.chats, self.config, settings.data_dir, settings.workspace)
+            return self._acp
 
     def start(self) -> None:
         from iris_runtime.custom_agents.reach import ReachServer
 
         self.catalog.watch(self.config.watch_seconds)
-        reach = ReachServer(self, self.config.reach_socket, self.config.reach_group)
+        reach = ReachServer(
+            self, self.config.reach_socket, self.config.reach_group, self.config.silence_seconds
+        )
         try:
             reach.start()
         except (OSError, ConfigError) as exc:
@@ -90,19 +107,37 @@ class CustomAgents:
         if self.config.relay_inbound_port is not None:
             from iris_runtime.custom_agents.inbound import RelayInbound
 
-            inbound = RelayInbound(self, self.config.relay_inbound_port)
-            inbound.start()
-            self._closers.append(inbound.stop)
+            port = self.config.relay_inbound_port
+            try:
+                inbound = RelayInbound(self, port)
+            except OSError as exc:  # not fatal either, like the reach socket
+                log.error("the relay inbound cannot listen on 127.0.0.1:%d: %s", port, exc)
+            else:
+                inbound.start()
+                self._closers.append(inbound.stop)
 
     def stop(self) -> None:
         # Open turns end the way a restart ends them: from now on their requests are refused.
         self.turns.end_all("shutdown")
+        if self._acp is not None:
+            self._acp.stop()
         for close in reversed(self._closers):
             try:
                 close()
             except Exception:
                 log.exception("stopping %s failed", close)
         self.catalog.stop_watching()
+
+    def tool_environment(self, channel: str) -> dict[str, str]:
+        """What a command run in ``channel`` needs to reach this Iris as the spec's scripts do:
+        the conversation's chat id and the reach socket (``wireling note`` with no ``--chat``
+        then lands in this chat)."""
+        socket_path = str(self.config.reach_socket)
+        return {
+            "IRONWIRE_CHAT_ID": self.chats.id_for(channel),
+            "IRIS_REACH_SOCKET": socket_path,
+            "WIRELING_REACH_SOCK": socket_path,
+        }
 
     # -- asking an agent ----------------------------------------------------------------------
 
@@ -121,9 +156,12 @@ class CustomAgents:
         if agent is None:
             return TurnResult("", "failed", f"no custom agent named {kind!r} is loaded")
         manifest = agent.manifest
+        if manifest.shape == "acp":
+            chat_id = self.chats.id_for(channel)
+            if is_model_command(text):
+                return TurnResult(model_command(self.chats, manifest, chat_id, text), "done")
+            return self.acp.ask(manifest, chat_id, text, attachments, output, abort, off_lane)
         status = status_of(manifest)
-        if status == UNAVAILABLE:
-            return TurnResult("", "failed", "ACP agents cannot be run by this Iris yet")
         if status != READY:
             hint = f"iris custom-agents setup {kind} --provider <id>"
             return TurnResult("", "failed", f"it needs sign-in first: {hint}")
@@ -144,9 +182,14 @@ class CustomAgents:
         turn.touch()  # the silence clock starts when the POST is accepted
         with off_lane():  # waiting on the agent is not compute
             reason = turn.wait(abort, self.config.silence_seconds)
-        if reason in {"stopped", "silence"} and not self.turns.end(turn, reason):
-            reason = turn.ended or reason  # turn.done won the race: it finished after all
+        self.turns.end(turn, reason)  # ended already (by wait, or elsewhere): now forgotten too
         return self._result(turn.text(), reason, manifest.relay, chat_id, turn.turn_id)
+
+    def restart(self, kind: str) -> LoadedAgent | None:
+        """An agent restart: the manifest is read again and a live ACP process is killed."""
+        if self._acp is not None:
+            self._acp.restart(kind)
+        return self.catalog.restart(kind)
 
     def _result(self, text: str, reason: str, url: str, chat_id: str, turn_id: str) -> TurnResult:
         if reason == "done":

@@ -30,6 +30,9 @@ class CustomAgentSettings:
     default_chat: str | None  # IRIS_DEFAULT_CHAT: the channel a note without a chat goes to
     relay_inbound_port: int | None  # IRIS_RELAY_INBOUND_PORT: Iris answers as a relay agent here
     upstream_reach_socket: Path | None  # where that host's reach socket is
+    acp_start_seconds: float = 30.0  # IRIS_ACP_START_TIMEOUT_MS: start, initialize, session
+    acp_silence_seconds: float = 300.0  # IRIS_ACP_SILENCE_MS: a prompt with no update this long
+    acp_cancel_grace_seconds: float = 2.0  # IRIS_ACP_CANCEL_GRACE_MS: cancel, then SIGKILL
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CustomAgentSettings:
@@ -58,4 +61,7 @@ class CustomAgentSettings:
             default_chat=env.get("IRIS_DEFAULT_CHAT", "").strip() or None,
             relay_inbound_port=env_port(env, "IRIS_RELAY_INBOUND_PORT"),
             upstream_reach_socket=Path(upstream) if upstream else None,
+            acp_start_seconds=env_ms(env, "IRIS_ACP_START_TIMEOUT_MS", 30_000),
+            acp_silence_seconds=env_ms(env, "IRIS_ACP_SILENCE_MS", 300_000),
+            acp_cancel_grace_seconds=env_ms(env, "IRIS_ACP_CANCEL_GRACE_MS", 2_000),
         )

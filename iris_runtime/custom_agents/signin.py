@@ -12,7 +12,6 @@ from iris_runtime.custom_agents.manifest import Manifest
 MAX_PROBE_BYTES = 1024 * 1024
 READY = "ready"
 NEEDS_SIGN_IN = "needs_sign_in"
-UNAVAILABLE = "unavailable"  # an ACP agent: its host is not part of this Iris yet
 
 
 def signed_in(manifest: Manifest) -> bool:
@@ -28,8 +27,6 @@ def signed_in(manifest: Manifest) -> bool:
 
 
 def status_of(manifest: Manifest) -> str:
-    if manifest.shape != "relay":
-        return UNAVAILABLE
     return READY if signed_in(manifest) else NEEDS_SIGN_IN
 
 

@@ -27,6 +27,18 @@ class TurnOutput(Protocol):
     def tool(self, event: ToolEvent) -> None: ...
 
 
+# A reply longer than this is cut, with a note saying so: it is held in memory, shown, logged.
+MAX_TURN_TEXT_CHARS = 200_000
+CUT_NOTE = f"\n\n(the reply was cut here: it is longer than {MAX_TURN_TEXT_CHARS} characters)"
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    text: str
+    status: str  # done | stopped | failed
+    error: str | None = None
+
+
 def new_turn_id() -> str:
     return "t_" + secrets.token_hex(16)
 
@@ -47,11 +59,29 @@ class Turn:
     last_activity: float = field(default_factory=time.monotonic)
     ended: str | None = None  # why: done | stopped | silence | failed | shutdown
     parts: list[str] = field(default_factory=list)
+    size: int = 0  # characters in parts
+    cut: bool = False  # the reply reached MAX_TURN_TEXT_CHARS; the rest is dropped
     cards: dict[str, _Card] = field(default_factory=dict)
     lock: threading.Condition = field(default_factory=threading.Condition)
 
     def text(self) -> str:
         return "".join(self.parts)
+
+    def add_text(self, text: str) -> str:
+        """Keep one delta's text, up to :data:`MAX_TURN_TEXT_CHARS` in all; returns what was
+        kept (with the note the first time the cap is reached) for the chat. Called with the
+        lock held."""
+        if self.cut or not text:  # an empty delta is a heartbeat: activity, nothing to keep
+            return ""
+        room = MAX_TURN_TEXT_CHARS - self.size
+        if len(text) <= room:
+            kept = text
+        else:
+            kept = text[:room] + CUT_NOTE
+            self.cut = True
+        self.parts.append(kept)
+        self.size += len(kept)
+        return kept
 
     def touch(self) -> None:
         """Restart the silence clock (the POST was accepted, or something arrived)."""
@@ -64,18 +94,23 @@ class Turn:
         with self.lock:
             while self.ended is None:
                 if abort.is_set():
-                    return "stopped"
-                quiet = time.monotonic() - self.last_activity
-                if quiet >= silence:
-                    return "silence"
-                # Stop is an Event of its own, so look at it a few times a second.
-                self.lock.wait(min(0.2, silence - quiet))
+                    self.ended = "stopped"  # under the lock: no delivery slips in after this
+                elif time.monotonic() - self.last_activity >= silence:
+                    self.ended = "silence"
+                else:
+                    # Stop is an Event of its own, so look at it a few times a second.
+                    quiet = time.monotonic() - self.last_activity
+                    self.lock.wait(max(0.0, min(0.2, silence - quiet)))
             return self.ended
 
     def deliver_tool(self, fields: dict[str, Any]) -> None:
         """One ``turn.tool`` request: the first for an id draws the card, one with ``output``
-        fills it. Called with the lock held."""
+        fills it. Called with the lock held.
+
+        Agents pick their own ids (the spec's example uses ``"1"``), so the card the chat sees
+        is named ``<turn_id>:<id>``: a later turn reusing an id draws a card of its own."""
         call_id = str(fields["id"])
+        card_id = f"{self.turn_id}:{call_id}"
         card = self.cards.get(call_id)
         raw_input = fields.get("input")
         given = raw_input if isinstance(raw_input, dict) else {}
@@ -88,14 +123,14 @@ class Turn:
                 given,
             )
             self.cards[call_id] = card
-            self.output.tool(ToolEvent("start", call_id, card.title, card.input, kind=card.kind))
+            self.output.tool(ToolEvent("start", card_id, card.title, card.input, kind=card.kind))
         elif given and not card.input:
             card.input = given
         if "output" in fields:
             output = fields["output"]
             result = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
             failed = fields.get("status") == "failed"
-            event = ToolEvent("end", call_id, card.title, card.input, result, failed, card.kind)
+            event = ToolEvent("end", card_id, card.title, card.input, result, failed, card.kind)
             self.output.tool(event)
 
 

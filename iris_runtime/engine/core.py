@@ -7,14 +7,16 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from iris_runtime.config import Settings
+from iris_runtime.data_layout import CHANNELS_JSON
 from iris_runtime.engine.agent import AgentLoop, AgentOutcome, AgentSetup
 from iris_runtime.engine.channels import resolve_channel_dir
 from iris_runtime.engine.compaction import kept_count, needs_compaction, summarize
+from iris_runtime.engine.dispatch_config import ChannelModes
 from iris_runtime.engine.lanes import DEFAULT_LANE, Lanes, LaneSlot
 from iris_runtime.engine.observers import ObserverHub
 from iris_runtime.engine.output import RunSink
@@ -59,11 +61,14 @@ class Engine:
         self.prompt_profiles = PromptProfileRegistry()
         self.sessions = SessionStore(settings.data_dir)
         self.observers = ObserverHub()
+        # channels.json (spec 003's channel modes), read by the transports that drive them
+        self.channel_modes = ChannelModes(settings.data_dir / CHANNELS_JSON, settings.data_dir)
         self._extra_skills = list(extra_skills or [])
         self.sandboxes = dict(sandboxes or {})
         self._routers: list[MessageRouter] = []
         self._routers_lock = threading.Lock()
         self._stop_listeners: list[Callable[[str], bool]] = []
+        self._tool_environments: list[Callable[[str], Mapping[str, str]]] = []
         lanes = Lanes(
             {
                 "main": settings.lane_main,
@@ -238,11 +243,27 @@ class Engine:
             text = note
         return RunResult(run.run_id, "failed", text, str(exc), code)
 
-    def add_router(self, router: MessageRouter) -> None:
-        """Offer every message to ``router`` before the model sees it (see engine.routing)."""
+    def add_router(self, router: MessageRouter, *, first: bool = False) -> None:
+        """Offer every message to ``router`` before the model sees it (see engine.routing);
+        ``first``: before the routers already added (a passthrough channel's relay must win
+        over ``/commands`` and ``@mentions``)."""
         # Replaced, not appended to, so a run iterating the routers never sees the list change.
         with self._routers_lock:
-            self._routers = [*self._routers, router]
+            self._routers = [router, *self._routers] if first else [*self._routers, router]
+
+    def add_tool_environment(self, contribute: Callable[[str], Mapping[str, str]]) -> None:
+        """Add variables to the environment of the commands tools run in a channel:
+        ``contribute(channel)`` returns them (custom agents give the chat's id, say)."""
+        self._tool_environments = [*self._tool_environments, contribute]
+
+    def _tool_environment(self, channel: str) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for contribute in self._tool_environments:
+            try:
+                env.update(contribute(channel))
+            except Exception:  # a variable missing is better than a run failing
+                log.exception("the tool environment for %s could not be made", channel)
+        return env
 
     def _route(self, run: Run, sink: RunSink, slot: LaneSlot) -> RunResult | None:
         request = RouteRequest(
@@ -273,6 +294,10 @@ class Engine:
                 agent=outcome.agent,
                 silent=outcome.silent,
             )
+        if run.event.agent is not None:  # meant for an agent: never Iris's model instead
+            note = f"(no agent named {run.event.agent!r} can answer here)"
+            sink.respond(note)
+            return RunResult(run.run_id, "failed", note, note, "route_failed")
         return None
 
     def _think(
@@ -306,6 +331,7 @@ class Engine:
             transport_id=run.transport_id,
             thread=run.event.thread,
             model=setup.model if setup else self.settings.model,
+            env=self._tool_environment(run.channel),
         )
         user = Message(
             "user", _user_prompt(run.event, profile.attachments_tag_name, self.settings.data_dir)

@@ -59,6 +59,8 @@ class ToolContext:
     transport_id: str = ""
     thread: str | None = None
     model: str = ""  # the model the calling run uses ("" = the provider's own)
+    # Added to the environment of the commands a tool runs (see Engine.add_tool_environment).
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 class Sandbox(Protocol):
@@ -126,6 +128,16 @@ class ToolRegistry:
             if tool.name in self._tools:
                 raise ValueError(f"tool {tool.name!r} registered twice")
             self._tools = {**self._tools, tool.name: tool}
+
+    def replace(self, tool: Tool) -> None:
+        """Swap the registered tool of ``tool.name`` for ``tool`` (a wrapper around it, say)."""
+        with self._write_lock:
+            if tool.name not in self._tools:
+                raise ValueError(f"no tool {tool.name!r} to replace")
+            self._tools = {**self._tools, tool.name: tool}
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
 
     def names(self) -> list[str]:
         return list(self._tools)

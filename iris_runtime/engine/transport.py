@@ -59,6 +59,8 @@ class TransportEvent:
     ts: str = field(default_factory=lambda: f"{time.time():.6f}")
     attachments: tuple[Attachment, ...] = ()
     thread: str | None = None
+    # Set by a passthrough channel (engine.dispatch): only this agent answers, never Iris's model.
+    agent: str | None = None
 
 
 @dataclass(frozen=True)

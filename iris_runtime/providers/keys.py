@@ -105,11 +105,19 @@ def env_key(settings: Settings, var: str) -> KeyResolver:
     ``store``/``proxy`` mode), else from the environment."""
     if settings.secret_broker_url and settings.secrets_mode != "env":
         ident = (settings.secret_broker_url, settings.api_token)
-        client = _broker_clients.setdefault(
-            ident, BrokerClient(settings.secret_broker_url, settings.api_token)
-        )
+        client = _broker_clients.setdefault(ident, broker_client(settings))
         return BrokerKey(var, client)
     return EnvKey(var, settings.env)
+
+
+def broker_client(settings: Settings) -> BrokerClient:
+    """The broker of this runtime's settings, with their TLS trust and plain-HTTP switch."""
+    return BrokerClient(
+        settings.secret_broker_url or "",
+        settings.api_token,
+        cacert=settings.tls_cacert,
+        insecure=settings.insecure_http,
+    )
 
 
 def missing_key(provider: str, resolver: KeyResolver) -> ProviderError:

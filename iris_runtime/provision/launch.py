@@ -52,6 +52,10 @@ class AgentLaunch:
     # Parent files an agent process must not be able to read even as the same Unix user
     # (the secret store, agents.json, Iris's API token); service units hide them.
     protected_paths: tuple[Path, ...] = ()
+    # Where Iris reaches the bridge: this host's loopback, or (an agent host) the address
+    # IRIS_BRIDGE_HOST names, over TLS when the agent has a certificate.
+    bridge_host: str = "127.0.0.1"
+    bridge_scheme: str = "http"
 
     @property
     def unit_name(self) -> str:
@@ -63,7 +67,8 @@ class AgentLaunch:
 
     @property
     def bridge_url(self) -> str:
-        return f"http://127.0.0.1:{self.bridge_port}"
+        host = f"[{self.bridge_host}]" if ":" in self.bridge_host else self.bridge_host
+        return f"{self.bridge_scheme}://{host}:{self.bridge_port}"
 
 
 class AgentService(Protocol):

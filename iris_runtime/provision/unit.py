@@ -22,6 +22,7 @@ import jinja2
 from iris_runtime.config import TOKEN_FILE_NAME
 from iris_runtime.errors import ProvisionError
 from iris_runtime.provision.launch import PLATFORM_TOKEN_VARS, AgentLaunch
+from iris_runtime.tls import TLS_KEY_CREDENTIAL
 
 UNIT_TEMPLATE = PurePosixPath("agents/service/iris-agent.service.j2")
 """Where the unit template lives, relative to the checkout (``IRIS_REPO_DIR``)."""
@@ -80,6 +81,12 @@ def unit_variables(
     for arg in launch.command:
         _refuse_control(arg, "command argument")
     environment = dict(launch.environment)
+    # An agent host's TLS key (a path) stays root's: systemd hands the unit a copy in its
+    # credentials directory (LoadCredential=), so the key file needs no group or mode for agents.
+    credentials: dict[str, str] = {}
+    tls_key = environment.get("IRIS_TLS_KEY", "")
+    if tls_key:
+        credentials[TLS_KEY_CREDENTIAL] = _plain_path(Path(tls_key), "IRIS_TLS_KEY")
     for key, value in environment.items():
         if not _ENV_NAME.fullmatch(key):
             raise ProvisionError(f"invalid environment variable name {key!r}")
@@ -117,6 +124,7 @@ def unit_variables(
         "user": user or "",
         "group": group or "",
         "private_tmp": not _uses_tmp(launch),
+        "credentials": credentials,
     }
 
 

@@ -3,7 +3,9 @@ agent's own token.
 
 In ``store`` and ``proxy`` modes a sub-agent starts with nothing but its identity, its token and
 the broker's URL, so even its LLM key comes through here. Values are cached briefly (a provider
-asks before every call); a rotated key is picked up within :data:`CACHE_SECONDS`.
+asks before every call); a rotated key is picked up within :data:`CACHE_SECONDS`. A broker on
+another host is reached over verified TLS (``cacert``); plain HTTP only on loopback unless
+``insecure`` (see :mod:`iris_runtime.tls`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from urllib.parse import quote
 import requests
 
 from iris_runtime.errors import IrisError
+from iris_runtime.tls import plain_http_refusal, verify_setting
 
 CACHE_SECONDS = 60.0
 TIMEOUT_SECONDS = 10.0
@@ -46,6 +49,8 @@ class BrokerClient:
     url: str
     token: str = field(repr=False)
     cache_seconds: float = CACHE_SECONDS
+    cacert: str | None = None
+    insecure: bool = False
     _session: requests.Session = field(default_factory=requests.Session, repr=False)
     _cache: dict[str, tuple[float, str]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -62,11 +67,21 @@ class BrokerClient:
         return value
 
     def _fetch(self, name: str) -> str:
+        refusal = plain_http_refusal(self.url, "the secret broker", insecure=self.insecure)
+        if refusal:
+            raise BrokerRefused(refusal)
         where = f"{self.url}/secrets/{quote(name, safe='')}"
         try:
             response = self._session.get(
-                where, headers={"Authorization": f"Bearer {self.token}"}, timeout=TIMEOUT_SECONDS
+                where,
+                headers={"Authorization": f"Bearer {self.token}"},
+                timeout=TIMEOUT_SECONDS,
+                verify=verify_setting(self.cacert),
             )
+        except requests.exceptions.SSLError:
+            raise BrokerUnreachable(
+                f"secret broker at {self.url} failed TLS verification (check IRIS_TLS_CACERT)"
+            ) from None
         except requests.RequestException as exc:
             raise BrokerUnreachable(
                 f"secret broker at {self.url} is unreachable ({type(exc).__name__})"

@@ -8,6 +8,8 @@ share.
   in and renewing happen under one lock; the common path (a valid token) takes no lock at all.
   The token is renewed when less than a third of its TTL is left: checked before each request
   and by a small daemon timer, so an idle Iris does not let a periodic token lapse.
+- ``IRIS_VAULT_ADDR`` may list every node of an HA cluster: each request moves on to the next
+  node when the current one stops answering (:mod:`iris_runtime.secrets.vault_nodes`).
 - Vault being down, sealed or refusing us is an operational state, not a bug: every such
   failure becomes :class:`SecretStoreUnavailable` (HTTP 503) naming the address and the cause,
   and the next request simply tries again, so Iris recovers by itself once Vault is back.
@@ -35,6 +37,7 @@ from iris_runtime.errors import IrisError
 from iris_runtime.secrets.backend import (
     SecretStoreUnavailable,
 )
+from iris_runtime.secrets.vault_nodes import VaultNodes
 
 if TYPE_CHECKING:
     from iris_runtime.config import Settings
@@ -75,7 +78,7 @@ _STATUS = {
 
 
 def new_client(settings: Settings, token: str = "") -> hvac.Client:
-    """An hvac client for ``settings.vault_addr`` with a pooled session.
+    """An hvac client for the first of ``settings.vault_addrs`` with a pooled session.
 
     ``token=""`` (not None) keeps hvac from picking up ``VAULT_TOKEN`` or ``~/.vault-token``:
     the settings are the only source of configuration.
@@ -87,7 +90,7 @@ def new_client(settings: Settings, token: str = "") -> hvac.Client:
     # hvac takes ``verify`` from a given session over its own argument, so set it here.
     session.verify = settings.vault_cacert or True
     return hvac.Client(
-        url=settings.vault_addr,
+        url=settings.vault_addrs[0],
         token=token,
         verify=settings.vault_cacert or True,
         timeout=settings.vault_timeout_seconds,
@@ -110,10 +113,11 @@ class VaultConnection:
     """
 
     def __init__(self, settings: Settings, *, client: hvac.Client | None = None) -> None:
-        self.addr = settings.vault_addr
         self._settings = settings
         self._managed = client is None
         self._client = client if client is not None else new_client(settings)
+        # Every node of an HA cluster; a caller's own client keeps its one address.
+        self.nodes = VaultNodes(settings.vault_addrs if self._managed else (self._client.url,))
         self._lock = threading.Lock()
         self._logged_in = not self._managed
         # Bumped on each login, so threads that all saw the same 403 re-login only once.
@@ -123,6 +127,10 @@ class VaultConnection:
         self._renew_at = math.inf
         self._renewable = False
         self._timer: _RenewTimer | None = None
+
+    @property
+    def addr(self) -> str:
+        return self.nodes.describe()
 
     @property
     def auth_method(self) -> str:
@@ -153,7 +161,7 @@ class VaultConnection:
             generation = self._generation
             error: IrisError | None = None
             try:
-                return op(self._client)
+                return self.nodes.run(self._client, op)
             except _DENIED:
                 pass  # decided below, outside the handler, so no hvac context is attached
             except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
@@ -171,7 +179,7 @@ class VaultConnection:
         """``op(client)`` with no authentication step and no retry, failures translated."""
         error: IrisError
         try:
-            return op(self._client)
+            return self.nodes.run(self._client, op)
         except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
             error = self._translate(exc, what, scrub)
         raise error
@@ -243,7 +251,7 @@ class VaultConnection:
     def _login_call(self, op: Callable[[hvac.Client], object], what: str) -> object:
         error: IrisError
         try:
-            return op(self._client)
+            return self.nodes.run(self._client, op)
         except (*_DENIED, hvac_errors.InvalidRequest) as exc:
             reason = quote_vault_error(exc, self._secrets()) or "refused"
             error = SecretStoreUnavailable(
@@ -270,7 +278,7 @@ class VaultConnection:
         error: IrisError | None = None
         reply: dict[str, Any] = {}
         try:
-            reply = as_dict(self._client.auth.token.renew_self())
+            reply = as_dict(self.nodes.run(self._client, lambda c: c.auth.token.renew_self()))
         except (*_DENIED, hvac_errors.InvalidRequest):
             refused = True
         except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
@@ -313,7 +321,7 @@ class VaultConnection:
             dead = False
             error: IrisError | None = None
             try:
-                self._client.auth.token.lookup_self()
+                self.nodes.run(self._client, lambda c: c.auth.token.lookup_self())
             except _DENIED:
                 dead = True
             except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -18,14 +17,16 @@ from typing import Any
 from iris_runtime.engine.core import Engine
 from iris_runtime.session_agents.events import subagent_event
 from iris_runtime.session_agents.store import RunRecord, SubagentStore
+from iris_runtime.session_agents.worker import Worker
 
 log = logging.getLogger(__name__)
 
 BUSY_RETRY_SECONDS = 30.0  # a session with a follow-up run in flight is archived after it
-STORE_FAILURE_SECONDS = 5.0  # state.db failed: look again after this
 
 
-class Archiver:
+class Archiver(Worker):
+    name = "iris-archive"
+
     def __init__(
         self,
         engine: Engine,
@@ -33,48 +34,17 @@ class Archiver:
         running_in: Callable[[str], str | None],
         session_lock: AbstractContextManager[Any],
     ) -> None:
+        super().__init__()
         self._engine = engine
         self._store = store
         self._running_in = running_in
         self._session_lock = session_lock  # no run launches while a session is archived
-        self._wake = threading.Condition()
-        self._changed = False
-        self._stopping = False
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._serve, name="iris-archive", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        with self._wake:
-            self._stopping = True
-            self._wake.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def wake(self) -> None:
-        with self._wake:
-            self._changed = True
-            self._wake.notify_all()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                for record in self._store.due_archives(time.time()):
-                    self._archive_quietly(record)
-                due = self._store.next_archive_at()
-            except Exception:  # state.db failed: keep the thread, look again shortly
-                log.exception("sub-agent archive times could not be read")
-                due = time.time() + STORE_FAILURE_SECONDS
-            with self._wake:
-                if self._stopping:
-                    return
-                if not self._changed:
-                    self._wake.wait(_wait_for(due))
-                self._changed = False
-                if self._stopping:
-                    return
+    def round(self) -> float | None:
+        for record in self._store.due_archives(time.time()):
+            self._archive_quietly(record)
+        due = self._store.next_archive_at()
+        return None if due is None else due - time.time()
 
     def _archive_quietly(self, record: RunRecord) -> None:
         try:
@@ -102,10 +72,3 @@ class Archiver:
         archived = self._store.run(record.run_id) or record
         self._engine.notify(record.origin_channel, subagent_event(archived, None, "archived"))
         log.info("archived sub-agent session %s", record.session_key)
-
-
-def _wait_for(due: float | None) -> float | None:
-    """How long to sleep until ``due`` (None: until woken), within what a wait accepts."""
-    if due is None:
-        return None
-    return min(max(0.05, due - time.time()), threading.TIMEOUT_MAX)

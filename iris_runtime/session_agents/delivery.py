@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,83 +27,44 @@ from iris_runtime.engine.transport import LoggedMessagePoster
 from iris_runtime.failpoints import failpoint
 from iris_runtime.session_agents.events import subagent_event
 from iris_runtime.session_agents.store import Announce, RunRecord, SubagentStore
+from iris_runtime.session_agents.worker import Worker
 
 log = logging.getLogger(__name__)
 
 FIRST_RETRY_SECONDS = 1.0
 MAX_RETRY_SECONDS = 300.0
 ORIGIN_BUSY_SECONDS = 0.1  # how often an announce held for its spawning run looks again
-STORE_FAILURE_SECONDS = 5.0  # state.db failed: look at the outbox again after this
 
 
-class AnnounceDelivery:
+class AnnounceDelivery(Worker):
+    name = "iris-announce"
+
     def __init__(
         self,
         engine: Engine,
         store: SubagentStore,
         delivered: Callable[[RunRecord], None],
     ) -> None:
+        super().__init__()
         self._engine = engine
         self._store = store
         self._delivered = delivered  # e.g. cleanup: delete archives once the announce is out
-        self._wake = threading.Condition()
-        self._pending = True  # look at the outbox at once: a restart may have left some
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-        self._retry_at: dict[str, float] = {}
+        self._retry_at: dict[str, float] = {}  # announce key -> when to try it again
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._serve, name="iris-announce", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        with self._wake:
-            self._stopping = True
-            self._wake.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout)
-
-    def wake(self) -> None:
-        """A new announce is in the outbox."""
-        with self._wake:
-            self._pending = True
-            self._wake.notify_all()
-
-    def _serve(self) -> None:
-        while True:
-            with self._wake:
-                while not self._pending and not self._stopping:
-                    self._wake.wait(self._idle_wait())
-                    if self._retry_due():
-                        break
-                if self._stopping:
-                    return
-                self._pending = False
-            try:
-                self._deliver_due()
-            except Exception:  # state.db failed: keep the thread, look again shortly
-                log.exception("the announce outbox could not be read")
-                self._retry_at["(outbox)"] = time.monotonic() + STORE_FAILURE_SECONDS
-
-    def _deliver_due(self) -> None:
-        self._retry_at.pop("(outbox)", None)
+    def round(self) -> float | None:
+        """Deliver every announce that is due (its first try, or a retry whose time came)."""
         for announce in self._store.undelivered():
-            if self._stopping:
-                return
+            if self.stopping:
+                return None
             if self._retry_at.get(announce.key, 0.0) > time.monotonic():
                 continue
             if self._engine.running_run(announce.origin_channel) == announce.origin_run:
                 self._retry_at[announce.key] = time.monotonic() + ORIGIN_BUSY_SECONDS
                 continue
             self._attempt(announce)
-
-    def _idle_wait(self) -> float | None:
         if not self._retry_at:
             return None
-        return max(0.05, min(self._retry_at.values()) - time.monotonic())
-
-    def _retry_due(self) -> bool:
-        return any(at <= time.monotonic() for at in self._retry_at.values())
+        return min(self._retry_at.values()) - time.monotonic()
 
     def _attempt(self, announce: Announce) -> None:
         try:

@@ -194,15 +194,7 @@ class SessionAgents:
                 cleanup=cleanup,
                 timeout_seconds=timeout,
                 seq=0,
-                state="queued",
-                outcome=None,
-                notes="",
-                usage="{}",
-                created=time.time(),
-                started=None,
-                ended=None,
-                archive_at=None,
-                archived=None,
+                **_not_started(),
             )
         )
         self.engine.notify(origin.channel, subagent_event(record, None, "spawned"))
@@ -252,15 +244,7 @@ class SessionAgents:
                     origin_channel=origin_channel,
                     origin_run=self.engine.running_run(origin_channel) or "",
                     timeout_seconds=0.0,
-                    state="queued",
-                    outcome=None,
-                    notes="",
-                    usage="{}",
-                    created=time.time(),
-                    started=None,
-                    ended=None,
-                    archive_at=None,
-                    archived=None,
+                    **_not_started(),
                 )
             )
             live = self.lifecycle.launch(record, child.setup, announce=announce)
@@ -288,6 +272,21 @@ class SessionAgents:
 
     def is_active(self, spawn: RunRecord) -> bool:
         return self.current_run(spawn).state in UNFINISHED
+
+
+def _not_started() -> dict[str, Any]:
+    """The fields of a run that was just accepted."""
+    return {
+        "state": "queued",
+        "outcome": None,
+        "notes": "",
+        "usage": "{}",
+        "created": time.time(),
+        "started": None,
+        "ended": None,
+        "archive_at": None,
+        "archived": None,
+    }
 
 
 def clean_label(value: object) -> str:

@@ -9,10 +9,10 @@ calls are written into its transcript so ``/subagents log … tools`` can show t
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from iris_runtime.engine.headless import HeadlessContext
 from iris_runtime.engine.transport import (
     ChannelInfo,
     ChannelShape,
@@ -58,55 +58,18 @@ def is_child_channel(channel: str) -> bool:
     return SHAPE.is_valid(channel)
 
 
-class ChildContext:
+class ChildContext(HeadlessContext):
     """Reply plumbing of a child run: text is kept for the announce, tool calls are logged."""
 
     def __init__(self, event: TransportEvent, sessions: SessionStore) -> None:
-        self.transport_id = TRANSPORT_ID
-        self.message = event
-        self.channel_name: str | None = None
-        self.channels: list[ChannelInfo] = []
-        self.users: list[UserInfo] = []
-        self.on_tool_event: Callable[[ToolEvent], None] | None = self._log_tool
+        super().__init__(TRANSPORT_ID, event)
+        self.on_tool_event = self._log_tool
         self._sessions = sessions
-        self._parts: list[str] = []
-        self._lock = threading.Lock()
 
     def _log_tool(self, event: ToolEvent) -> None:
         fields = event.as_dict()
         fields["toolKind"] = fields.pop("kind")  # "kind" is the marker's own parameter
         self._sessions.append_marker(self.message.channel, "tool", **fields)
-
-    def respond(self, text: str, should_log: bool = True) -> None:
-        with self._lock:
-            self._parts.append(text)
-
-    def replace_message(self, text: str) -> None:
-        with self._lock:
-            self._parts = [text]
-
-    def respond_in_thread(self, text: str) -> None:
-        self.respond(text)
-
-    def set_typing(self, is_typing: bool) -> None:
-        return None
-
-    def upload_file(self, file_path: str, title: str | None = None) -> None:
-        return None  # nobody to send it to; the file stays in the workspace
-
-    def set_working(self, working: bool) -> None:
-        return None
-
-    def delete_message(self) -> None:
-        with self._lock:
-            self._parts = []
-
-    def accumulated_text(self) -> str:
-        with self._lock:
-            return "\n\n".join(self._parts)
-
-    def set_status(self, text: str) -> None:
-        return None
 
 
 class SubagentTransport:

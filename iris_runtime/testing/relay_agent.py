@@ -12,7 +12,8 @@ chosen by the message's first word:
 - ``late``: a delta and done, then one more delta and a tool card after the end;
 - ``hang``: nothing at all (for Stop and silence), then tries a delta when told to stop;
 - ``refuse``: answers the POST with HTTP 500;
-- ``note CHAT``: during its turn sends a note to CHAT (no chat: the turn's), then done.
+- ``note CHAT``: during its turn sends a note to CHAT (no chat: the turn's), then done;
+- ``flood N SIZE``: N deltas of SIZE characters (``word word …``) each, then done.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class RelayAgent:
         argv = [sys.executable, "-m", __name__, str(self.port), str(self.socket_path)]
         self.process = subprocess.Popen([*argv, str(self.record)])
         deadline = time.monotonic() + timeout
-        while not _listening(self.port):
+        while not listening(self.port):
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise RuntimeError(f"the relay agent did not start on port {self.port}")
             time.sleep(0.02)
@@ -68,7 +69,8 @@ class RelayAgent:
         return [p for p in posts if kind is None or p["type"] == kind]
 
 
-def _listening(port: int) -> bool:
+def listening(port: int) -> bool:
+    """Whether something accepts TCP connections on ``127.0.0.1:port``."""
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
@@ -94,11 +96,22 @@ class Reach:
         record({"op": op, "turn_id": fields.get("turn_id"), "reply": reply})
         return reply
 
+    def close(self) -> None:
+        self.lines.close()
+        self.sock.close()
+
 
 def answer(msg: dict[str, Any]) -> None:
-    turn, text = msg["turn_id"], msg["text"]
-    word, _, rest = text.partition(" ")
+    word, _, rest = msg["text"].partition(" ")
     reach = Reach()
+    try:
+        _answer(reach, msg, word, rest)
+    finally:
+        reach.close()
+
+
+def _answer(reach: Reach, msg: dict[str, Any], word: str, rest: str) -> None:
+    turn = msg["turn_id"]
     if word == "echo":
         reach("turn.delta", turn_id=turn, text="You said: ")
         reach("turn.delta", turn_id=turn, text=rest)
@@ -119,6 +132,13 @@ def answer(msg: dict[str, Any]) -> None:
     elif word == "note":
         reach("note", text="a note from inside", source="agent", chat=rest or msg["chat_id"])
         reach("turn.done", turn_id=turn)
+    elif word == "flood":
+        count, size = (int(n) for n in rest.split())
+        line = json.dumps({"op": "turn.delta", "turn_id": turn, "text": ("word " * size)[:size]})
+        for _ in range(count):  # not recorded: there may be thousands
+            reach.sock.sendall(line.encode() + b"\n")
+            reach.lines.readline()
+        reach("turn.done", turn_id=turn)
 
 
 class Inbound(BaseHTTPRequestHandler):
@@ -136,6 +156,7 @@ class Inbound(BaseHTTPRequestHandler):
         elif msg["type"] == "stop":  # whatever it still sends is refused
             reach = Reach()
             reach("turn.delta", turn_id=msg["turn_id"], text="after stop")
+            reach.close()
 
     def log_message(self, *args: Any) -> None:
         pass

@@ -7,6 +7,7 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -73,10 +74,14 @@ class IrisServer:
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    # An API off loopback (another host's agents reach it) speaks TLS: its address, and the CA
+    # that signed its IRIS_TLS_CERT (set in ``env``), for this side's requests.
+    host: str = "127.0.0.1"
+    cafile: str | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.cafile else 'http'}://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "iris_runtime", "serve"]
@@ -87,6 +92,7 @@ class IrisServer:
             IRIS_API_PORT=str(self.port),
             IRIS_API_TOKEN=self.token,
             IRIS_SSE_HEARTBEAT_SECONDS="0.5",
+            IRIS_API_HOST=self.host,
         )
         env.update(self.env)
         return env
@@ -155,8 +161,9 @@ class IrisServer:
         req = urllib.request.Request(  # noqa: S310 (always our own loopback http URL)
             self.url + path, data=body, method=method, headers=all_headers
         )
+        context = ssl.create_default_context(cafile=self.cafile) if self.cafile else None
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310
+            with urllib.request.urlopen(req, timeout=timeout, context=context) as response:  # noqa: S310
                 return HttpReply(response.status, dict(response.headers), response.read())
         except urllib.error.HTTPError as error:
             return HttpReply(error.code, dict(error.headers), error.read())

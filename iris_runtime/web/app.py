@@ -14,6 +14,7 @@ from iris_runtime.config import Settings, ensure_api_token
 from iris_runtime.plugins import PluginHost
 from iris_runtime.runtime import Runtime
 from iris_runtime.web.api import (
+    channel_modes,
     channels,
     custom_agents,
     escalate,
@@ -49,6 +50,7 @@ def create_api_app(runtime: Runtime, held: HeldRequests | None = None) -> Flask:
         health.blueprint,
         sessions.blueprint,
         channels.blueprint,
+        channel_modes.blueprint,
         escalate.blueprint,
         secrets.blueprint,
         events.blueprint,

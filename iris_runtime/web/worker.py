@@ -13,7 +13,10 @@ idle or rude clients would stop ``/health``:
    lingers (for the peer's FIN, at most 2 s) on a closer thread: gunicorn 27 lingers on its main
    loop, so ten clients that never close delayed every request by 20 s, and thirty killed the
    worker at its timeout.
-3. **No blocking forever.** Each socket gets ``IRIS_IO_TIMEOUT_SECONDS``: a client that stops
+3. **TLS per listener.** gunicorn wraps every listener or none; Iris wraps the connections of
+   the ports bound off loopback (``Settings.tls_ports``: a sub-agent's bridge, an API that other
+   hosts reach), so local health checks and tools keep plain HTTP on loopback.
+4. **No blocking forever.** Each socket gets ``IRIS_IO_TIMEOUT_SECONDS``: a client that stops
    sending its request or stops reading its response frees its thread (and its slot) when no
    byte has moved for that long; ``TCP_USER_TIMEOUT`` does the same for a peer that vanished.
 """
@@ -28,11 +31,14 @@ import os
 import queue
 import selectors
 import socket
+import ssl
 import threading
 import time
 from typing import Any
 
 from gunicorn.workers.gthread import TConn, ThreadWorker
+
+from iris_runtime.tls import server_context
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +63,25 @@ class TimedConn(TConn):  # type: ignore[misc]
         *,
         io_timeout: float,
         closer: LingeringCloser,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(cfg, sock, client, server)
+        self.sock: socket.socket = sock  # as gunicorn set it; declared for the type checker
         self.io_timeout = io_timeout
         self.closer = closer
+        self.tls = tls
         if hasattr(socket, "TCP_USER_TIMEOUT") and sock.family != socket.AF_UNIX:
             # Unacknowledged data for this long means the peer is gone (no FIN, no RST).
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(io_timeout * 2000))
 
     def init(self) -> None:
+        if self.tls is not None and not self.initialized:
+            # On a pool thread, bounded by the I/O timeout: a client that stalls the handshake
+            # costs what one that stalls its request does. A failed handshake raises
+            # ssl.SSLError, which gunicorn's handler logs at debug and closes.
+            self.sock.setblocking(True)
+            self.sock.settimeout(self.io_timeout)
+            self.sock = self.tls.wrap_socket(self.sock, server_side=True)
         # gunicorn makes the socket blocking (no timeout) before every request; bound it again.
         super().init()
         self.sock.settimeout(self.io_timeout)
@@ -161,6 +177,15 @@ class IrisWorker(ThreadWorker):  # type: ignore[misc]
         super().init_process()
 
     @functools.cached_property
+    def tls_by_port(self) -> dict[int, ssl.SSLContext]:
+        """One server context for the app's ``tls_ports`` (built once, after the app loaded)."""
+        settings = getattr(getattr(self.wsgi, "runtime", None), "settings", None)
+        if settings is None or not settings.tls_ports:
+            return {}
+        context = server_context(settings.tls_cert, settings.tls_key)
+        return dict.fromkeys(settings.tls_ports, context)
+
+    @functools.cached_property
     def io_timeout(self) -> float:
         """The app's ``IRIS_IO_TIMEOUT_SECONDS`` (read once: the app is loaded before accepting)."""
         settings = getattr(getattr(self.wsgi, "runtime", None), "settings", None)
@@ -180,6 +205,7 @@ class IrisWorker(ThreadWorker):  # type: ignore[misc]
             listener.getsockname(),
             io_timeout=self.io_timeout,
             closer=self.closer,
+            tls=self.tls_by_port.get(listener.getsockname()[1]),
         )
         conn.timeout = time.monotonic() + FIRST_BYTES_SECONDS
         self.pending_conns.append(conn)

@@ -147,29 +147,43 @@ def test_ensure_converges_and_reports_only_real_changes(iris: IrisServer, tmp_pa
         ensure("digest", "--skill", "digest-feeds", "--model", "parent-model")["changed"] is False
     )
 
-    # Different skills: --check reports the replacement and changes nothing ...
+    # Different skills: --check reports the update and changes nothing ...
     wanted = ("--skill", "notes", "--skill", "digest-feeds")
     checked = ensure("digest", *wanted, "--check")
-    assert checked["action"] == "replaced" and checked["changed"] is True
+    assert checked["action"] == "updated" and checked["changed"] is True
     assert checked["differences"] == ["skills: digest-feeds -> digest-feeds, notes"]
     assert snapshot(data) == before
-    # ... the real run replaces it, keeping the old home archived, and says why on stderr.
+    # ... the real run changes the agent in place: its memory, token and port stay, its skills
+    # and allow-list are the new ones, nothing is archived, and stderr says why.
+    home = data / "agents" / "digest"
+    (home / "MEMORY.md").write_text("remember: the feeds moved\n")
+    token = (home / "api-token").read_text()
+    url = json.loads((data / "agents.json").read_text())["digest"]["bridge_url"]
     code, out, err = ensure.run("digest", *wanted, "--json")
     assert code == 0, err
-    assert json.loads(out)["action"] == "replaced"
+    assert json.loads(out)["action"] == "updated"
     assert "skills: digest-feeds -> digest-feeds, notes" in err
     assert record(data, "digest")["skills"] == ["notes", "digest-feeds"]
-    assert [p.name.split("-")[0] for p in (data / "agents" / ".removed").iterdir()] == ["digest"]
-    assert sorted(json.loads((data / "agents.json").read_text())["digest"]["secrets"]) == [
-        "DIGEST_KEY",
-        "NOTES_KEY",
-    ]
+    assert not (data / "agents" / ".removed").exists()
+    assert (home / "MEMORY.md").read_text() == "remember: the feeds moved\n"
+    assert (home / "api-token").read_text() == token
+    assert sorted(p.name for p in (home / "skills").iterdir()) == ["digest-feeds", "notes"]
+    entry = json.loads((data / "agents.json").read_text())["digest"]
+    assert entry["bridge_url"] == url
+    assert sorted(entry["secrets"]) == ["DIGEST_KEY", "NOTES_KEY"]
+    # Fewer skills: the allow-list shrinks with them (replaced, not merged).
+    fewer = ensure("digest", "--skill", "notes")
+    assert fewer["action"] == "updated"
+    assert json.loads((data / "agents.json").read_text())["digest"]["secrets"] == ["NOTES_KEY"]
+    assert sorted(p.name for p in (home / "skills").iterdir()) == ["notes"]
+    assert ensure("digest", *wanted)["action"] == "updated"
     # Skills are a set: another order is the same declaration.
     assert ensure("digest", "--skill", "digest-feeds", "--skill", "notes")["changed"] is False
 
     # A model of its own is a change; dropping it again is one too (the agent runs another
     # model than the default now gives).
     pinned = ensure("digest", *wanted, "--model", "own-model")
+    assert pinned["action"] == "updated"
     assert pinned["differences"] == ["model: parent-model -> own-model"]
     assert record(data, "digest")["model"] == "own-model"
     assert ensure("digest", *wanted, "--model", "own-model")["changed"] is False

@@ -35,7 +35,8 @@ def test_one_iris_sits_behind_another(setup: Setup, tmp_path: Path) -> None:
         IRIS_RELAY_INBOUND_PORT=str(inbound),
         IRIS_UPSTREAM_REACH_SOCKET=str(setup.socket_path),
     )
-    write_manifest(setup.agents_d, "inner.json", relay_manifest("inner", inbound))
+    url = (inner.data_dir / "custom-agents" / "relay-inbound-url").read_text().strip()
+    write_manifest(setup.agents_d, "inner.json", {**relay_manifest("inner", inbound), "relay": url})
     outer = setup.serve()
     stream = SSEReader(outer, "outer")
     reply = setup.ask("outer", "@inner how is the disk?")
@@ -73,13 +74,15 @@ def test_the_inbound_refuses_bad_posts_and_ignores_unknown_types(
     import requests
 
     inbound = free_port()
-    setup.start_iris(
+    inner = setup.start_iris(
         tmp_path / "inner",
         IRIS_REACH_SOCKET=str(setup.socket_dir / "inner.sock"),
         IRIS_RELAY_INBOUND_PORT=str(inbound),
     )
-    url = f"http://127.0.0.1:{inbound}/"
-    bad = requests.post(url, data=b"{nope", timeout=10)
+    url = (inner.data_dir / "custom-agents" / "relay-inbound-url").read_text().strip()
+    bad = requests.post(
+        url, data=b"{nope", headers={"Content-Type": "application/json"}, timeout=10
+    )
     assert bad.status_code == 400 and bad.json() == {"error": "the body must be a JSON object"}
     odd = requests.post(url, json={"v": 1, "type": "typing", "chat_id": "x"}, timeout=10)
     assert odd.status_code == 200

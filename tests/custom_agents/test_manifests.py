@@ -246,13 +246,17 @@ def test_a_kind_that_names_a_bridge_sub_agent_is_refused(setup: Setup) -> None:
     assert skipped[0]["reason"] == "\"kind\" 'helper' is already the name of a registered sub-agent"
 
 
-def test_an_acp_manifest_loads_but_says_it_cannot_run_here(setup: Setup) -> None:
+def test_an_acp_manifest_loads_and_a_program_that_is_no_agent_fails_clearly(
+    setup: Setup,
+) -> None:
     write_manifest(
         setup.agents_d, "echo.json", {"kind": "echo", "label": "Echo", "bin": "/usr/bin/true"}
     )
     setup.serve()
     listed = setup.custom_agents()["agents"]
-    assert listed[0]["shape"] == "acp" and listed[0]["status"] == "unavailable"
+    assert listed[0]["shape"] == "acp" and listed[0]["status"] == "ready"
     reply = setup.ask("acp", "@echo hi")
     assert reply.status == 502
-    assert reply.json()["text"] == "(echo failed: ACP agents cannot be run by this Iris yet)"
+    assert reply.json()["text"] == (
+        "(echo failed: initialize: the agent process exited with code 0 before answering)"
+    )

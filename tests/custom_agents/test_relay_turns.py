@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from iris_runtime.testing.relay_agent import listening
 from tests.custom_agents.conftest import HERE, Setup, wait_until, write_manifest
 from tests.web.conftest import SSEReader, in_background
 
@@ -36,7 +37,7 @@ def test_the_spec_relay_example_runs_unchanged(setup: Setup) -> None:
             '"relay": "http://127.0.0.1:8700/inbound" }',
         )
         iris = setup.serve()
-        wait_until(lambda: _listening(SPEC_EXAMPLE_PORT))
+        wait_until(lambda: listening(SPEC_EXAMPLE_PORT))
         reply = iris.post("/sessions/spec/message", json_body={"text": "@echo-relay hello there"})
         assert reply.status == 200, reply.body
         assert reply.json()["text"] == "You said: hello there"
@@ -75,7 +76,7 @@ def test_a_turn_posts_the_message_and_streams_the_reply_back(setup: Setup) -> No
 
 
 def test_tool_cards_and_progress_reach_the_sse_stream(setup: Setup) -> None:
-    setup.relay("butler")
+    agent = setup.relay("butler")
     iris = setup.serve()
     stream = SSEReader(iris, "cards")
     reply = setup.ask("cards", "@butler tools")
@@ -83,9 +84,10 @@ def test_tool_cards_and_progress_reach_the_sse_stream(setup: Setup) -> None:
     stream.wait_for(lambda evs: any(e["event"] == "final" for e in evs))
     stream.close()
     tools = [e for e in stream.events if e["event"] == "tool"]
+    card = f"{agent.posts('message')[0]['turn_id']}:1"  # the agent's id, within its turn
     assert [(t["phase"], t["id"], t["name"], t["kind"]) for t in tools] == [
-        ("start", "1", "report.pdf", "read"),
-        ("end", "1", "report.pdf", "read"),
+        ("start", card, "report.pdf", "read"),
+        ("end", card, "report.pdf", "read"),
     ]
     assert tools[0]["args"] == {"file_path": "report.pdf"}
     assert tools[1]["result"] == "42 pages" and tools[1]["isError"] is False
@@ -170,11 +172,6 @@ def test_a_restart_of_iris_ends_open_turns(setup: Setup) -> None:
     with setup.reach() as reach:
         assert reach.request("turn.delta", turn_id=turn_id, text="x") == {"error": "no such turn"}
     assert setup.ask("r", "@butler echo back").json()["text"] == "You said: back"
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_iris_own_model_delegates_to_a_custom_agent(setup: Setup, tmp_path: Path) -> None:

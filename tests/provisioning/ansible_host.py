@@ -121,19 +121,24 @@ def parse_output(output: str) -> tuple[dict[str, Recap], TaskNames, TaskNames]:
     return recap, changed, failed
 
 
-def nsenter_inventory(
-    host: NspawnHost,
-    host_vars: Mapping[str, Any] | None = None,
-    groups: Sequence[str] = GROUPS,
-) -> dict[str, Any]:
-    """The inventory (as data) of one container in ``groups``."""
-    connection = {
+def nsenter_connection(host: NspawnHost) -> dict[str, Any]:
+    """How Ansible reaches a booted container (its init pid changes on every boot)."""
+    return {
         "ansible_connection": "community.docker.nsenter",
         "ansible_nsenter_pid": host.pid,
         "ansible_python_interpreter": "/usr/bin/python3",
         # nsenter already runs as root; a minimal Debian has su but no sudo.
         "ansible_become_method": "ansible.builtin.su",
     }
+
+
+def nsenter_inventory(
+    host: NspawnHost,
+    host_vars: Mapping[str, Any] | None = None,
+    groups: Sequence[str] = GROUPS,
+) -> dict[str, Any]:
+    """The inventory (as data) of one container in ``groups``."""
+    connection = nsenter_connection(host)
     return {
         "all": {
             "hosts": {host.name: {**connection, **(host_vars or {})}},

@@ -61,8 +61,12 @@ class NspawnHost:
         log_file: Path | None = None,
         name: str | None = None,
         overlay_dir: Path | None = None,
+        network_namespace: str | None = None,
     ) -> None:
         self.rootfs = rootfs
+        # A namespace of tests.provisioning.fleet_network (its own address on a private link);
+        # None = the host's network, as the single-host tests use.
+        self.network_namespace = network_namespace
         self.binds_ro = tuple(binds_ro)
         # upper/ (the container's changes), work/ (overlayfs's scratch) and merged/ (the tree
         # nspawn boots) live here and outlive the container; None = a throwaway tmpfs overlay.
@@ -133,6 +137,8 @@ class NspawnHost:
             "--console=read-only",
             *(f"--bind-ro={path}" for path in self.binds_ro),
         ]
+        if self.network_namespace:
+            argv.append(f"--network-namespace-path=/run/netns/{self.network_namespace}")
         if self.overlay_dir is None:
             # The shared rootfs stays pristine: changes go to a tmpfs, gone at power-off.
             argv += [f"--directory={self.rootfs}", "--volatile=overlay"]

@@ -41,9 +41,10 @@ def view_of(ctx: ToolContext) -> WorkspaceView:
 
 def launch_command(sandbox: Sandbox, argv: list[str], ctx: ToolContext) -> Launch:
     if not sandbox.isolated:
-        return sandbox.launch(argv, str(ctx.workspace), tool_environment(os.environ))
+        env = {**tool_environment(os.environ), **ctx.env}
+        return sandbox.launch(argv, str(ctx.workspace), env)
     inside = sandbox.view.root.inside
-    env = inside_environment(inside)
+    env = {**inside_environment(inside), **ctx.env}  # the run's own (the chat's id, say)
     run_secrets: RunSecrets | None = getattr(sandbox, "run_secrets", None)
     if run_secrets is None:
         return sandbox.launch(argv, inside, env)

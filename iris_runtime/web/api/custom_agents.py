@@ -38,11 +38,12 @@ def list_agents() -> Response:
 @blueprint.post("/<kind>/restart")
 def restart(kind: str) -> Response:
     json_object()  # an empty body, or {}
-    catalog = _agents().catalog
+    agents = _agents()
+    catalog = agents.catalog
     before = catalog.get(kind)
     if before is None:
         raise NotFound(f"no custom agent named {kind[:64]!r} is loaded", code="unknown_agent")
-    agent = catalog.restart(kind)
+    agent = agents.restart(kind)
     if agent is not None:
         return jsonify({"restarted": kind, "agent": agent_entry(agent)})
     skipped = (s.reason for s in catalog.skipped() if s.path == before.path)

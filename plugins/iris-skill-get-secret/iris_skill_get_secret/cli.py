@@ -9,15 +9,20 @@ configuration error, 3 refused (401 or 403), 4 no such secret, 5 broker unreacha
 The token is a bearer credential, so the request goes straight to the broker: no proxy from the
 environment, no redirect followed (urllib would forward the Authorization header to wherever a
 redirect points). Messages go to stderr, one line each, and name neither the token nor a value.
+For the same reason a broker on another host is reached over TLS, verified against
+``IRIS_TLS_CACERT`` (else the system's CAs): plain ``http://`` goes only to loopback unless
+``IRIS_INSECURE_HTTP=1`` (Iris's own rule, :mod:`iris_runtime.tls`).
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import ipaddress
 import json
 import os
 import re
+import ssl
 import sys
 import time
 import urllib.error
@@ -60,6 +65,7 @@ class Config:
     broker: str
     token: str = field(repr=False)
     timeout: float
+    cafile: str | None = None
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -75,8 +81,18 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # the 3xx then surfaces as an HTTPError, handled like any other status
 
 
-def _opener() -> urllib.request.OpenerDirector:
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+def _opener(cafile: str | None = None) -> urllib.request.OpenerDirector:
+    tls = urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=cafile))
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect(), tls)
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() in {"localhost", "localhost.localdomain", "ip6-localhost"}:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 # -- configuration ------------------------------------------------------------------------------
@@ -97,6 +113,13 @@ def broker_url(env: dict[str, str]) -> str:
         parts = parts._replace(scheme="")
     if parts.scheme not in {"http", "https"} or not parts.hostname:
         raise Failure(EXIT_USAGE, "IRIS_SECRET_BROKER_URL must be an http:// or https:// URL")
+    insecure = env.get("IRIS_INSECURE_HTTP", "").strip().lower() in {"1", "true", "yes", "on"}
+    if parts.scheme == "http" and not insecure and not _is_loopback(parts.hostname):
+        raise Failure(
+            EXIT_USAGE,
+            "IRIS_SECRET_BROKER_URL is plain HTTP to another host: use https:// (and "
+            "IRIS_TLS_CACERT for a private CA), or set IRIS_INSECURE_HTTP=1 on a trusted network",
+        )
     return url
 
 
@@ -135,7 +158,8 @@ def timeout_seconds(env: dict[str, str]) -> float:
 
 
 def load_config(env: dict[str, str]) -> Config:
-    return Config(broker_url(env), agent_token(env), timeout_seconds(env))
+    cafile = env.get("IRIS_TLS_CACERT", "").strip() or None
+    return Config(broker_url(env), agent_token(env), timeout_seconds(env), cafile)
 
 
 def where(url: str) -> str:
@@ -173,12 +197,12 @@ def fetch(config: Config, name: str) -> str:
 def _send(request: urllib.request.Request, config: Config) -> IO[bytes]:
     """Open ``request``; a refused connection is tried once more (a broker restarting)."""
     try:
-        response: IO[bytes] = _opener().open(request, timeout=config.timeout)
+        response: IO[bytes] = _opener(config.cafile).open(request, timeout=config.timeout)
     except urllib.error.URLError as exc:
         if not isinstance(exc.reason, ConnectionRefusedError):
             raise
         time.sleep(RETRY_DELAY_SECONDS)
-        response = _opener().open(request, timeout=config.timeout)
+        response = _opener(config.cafile).open(request, timeout=config.timeout)
     return response
 
 
@@ -231,7 +255,9 @@ def _refusal(status: int, code: str, name: str, config: Config, request_id: str)
 
 def _unreachable(exc: BaseException, config: Config) -> str:
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-    if isinstance(reason, TimeoutError):
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        why = "TLS verification failed (check IRIS_TLS_CACERT)"
+    elif isinstance(reason, TimeoutError):
         why = f"no answer within {config.timeout:g}s"
     elif isinstance(reason, ConnectionRefusedError):
         why = "connection refused"

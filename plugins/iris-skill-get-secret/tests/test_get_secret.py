@@ -363,3 +363,16 @@ def test_a_served_iris_lists_the_skill_in_its_system_prompt(
     assert "- get-secret: Fetch an API key, password or other secret by name" in system
     assert str(skill_md) in system
     assert skill_md.read_text().startswith("---\nname: get-secret\n")
+
+
+def test_plain_http_to_another_host_is_exit_2_before_any_request() -> None:
+    # TEST-NET-2: nothing is sent there, the refusal comes first.
+    env = {"IRIS_SECRET_BROKER_URL": "http://198.51.100.55:3000", "IRIS_API_TOKEN": TOKEN_A}
+    result = get_secret("A_KEY", env=env, timeout=30)
+    assert result.returncode == 2
+    line = one_line(result)
+    assert "plain HTTP to another host" in line and "IRIS_INSECURE_HTTP=1" in line
+    # The explicit switch lets the URL through (not run: it would send a packet off this host).
+    from iris_skill_get_secret.cli import broker_url
+
+    assert broker_url({**env, "IRIS_INSECURE_HTTP": "1"}) == env["IRIS_SECRET_BROKER_URL"]

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from iris_runtime.engine.dispatch import split_conversation
 from iris_runtime.engine.transport import ChannelInfo, ToolEvent, TransportEvent, UserInfo
 from iris_slack.api import SlackError
 from iris_slack.text import MIN_CHUNK_LENGTH, SLACK_MAX_LENGTH, escape, split_chunks
@@ -68,7 +69,9 @@ class SlackContext:
         self._api = transport.api
         self._pacer = transport.pacer
         self._sleep = sleep
-        self._channel = event.channel
+        # A thread's conversation key ("C1@17.5") names the Slack channel it is in.
+        self._channel, _ = split_conversation(event.channel)
+        self._run_key = event.channel  # what the transport tracks the run by (for stop)
         self._thread = thread_ts
         self._placeholder = placeholder_ts
         self._placeholder_queued = placeholder_queued  # it says "queued": show "thinking"
@@ -114,14 +117,14 @@ class SlackContext:
 
     def set_working(self, working: bool) -> None:
         if working:
-            self._transport.run_started(self._channel, self)
+            self._transport.run_started(self._run_key, self)
             if self._placeholder_queued:
                 self._progress()
             return
         try:
             self._finish()
         finally:
-            self._transport.run_ended(self._channel, self)
+            self._transport.run_ended(self._run_key, self)
 
     def upload_file(self, file_path: str, title: str | None = None) -> None:
         path = Path(file_path)

@@ -2,8 +2,10 @@
 
 Inbound: Events API envelopes over the Socket Mode WebSocket (acknowledged at once, duplicates
 dropped). ``app_mention`` in a channel and any message in a direct message start a run; every
-other message is written to the channel's log only. ``stop`` stops the channel's run through
-``Engine.handle_stop``. Files are saved into the channel's folder first.
+other message is written to the channel's log only, unless the channel has a mode in
+``channels.json`` (see :mod:`iris_slack.modes`: a thread may then be a conversation of its own,
+``C…@<thread ts>``, which every method here accepts as a channel id). ``stop`` stops the run
+through ``Engine.handle_stop``. Files are saved into the channel's folder first.
 
 Channels: a Slack conversation id (``C…``, ``G…``, ``D…`` followed by capital letters and
 digits, at least one of them a digit, as every Slack id has) belongs to this transport, so
@@ -14,7 +16,6 @@ seen yet.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections import OrderedDict
 from contextlib import AbstractContextManager
@@ -30,22 +31,24 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web import WebClient
 
-from iris_runtime.engine.channels import resolve_channel_path
 from iris_runtime.engine.core import Engine
+from iris_runtime.engine.dispatch import split_conversation
 from iris_runtime.engine.runs import RunResult
 from iris_runtime.engine.transport import (
-    Attachment,
     ChannelInfo,
     ChannelState,
     TransportEvent,
     UserInfo,
 )
 from iris_runtime.errors import EngineStopping, IrisError, NoSuchChannel, QueueFull
+from iris_slack import modes
 from iris_slack.api import SlackApi, SlackError, classify, sdk_logger
 from iris_slack.channel_ids import CHANNEL_ID
 from iris_slack.config import SlackConfig
 from iris_slack.context import THINKING, SlackContext
 from iris_slack.directory import Directory
+from iris_slack.files import save_files
+from iris_slack.modes import TS
 from iris_slack.ordering import OrderedLanes
 from iris_slack.profile import SLACK_PROFILE
 from iris_slack.socket_mode import SocketModeClient
@@ -54,7 +57,6 @@ from iris_slack.text import (
     clip_line,
     escape,
     inbound_text,
-    safe_file_name,
     split_chunks,
 )
 from iris_slack.throttle import EditPacer
@@ -64,7 +66,6 @@ log = logging.getLogger(__name__)
 STOP_WORDS = frozenset({"stop", "/stop", "stop!", "stop."})
 # Message subtypes that are a person saying something; edits, joins, bots and the like are not.
 SPOKEN_SUBTYPES = frozenset({None, "file_share", "thread_broadcast"})
-MAX_FILES_PER_MESSAGE = 10
 SEEN_CAPACITY = 4096
 QUEUED = "Queued: I will answer when the current reply is done."
 BUSY = (
@@ -82,6 +83,7 @@ class SlackTransport:
 
     def __init__(self, engine: Engine, config: SlackConfig, *, pacer: EditPacer | None = None):
         self._engine = engine
+        self.engine = engine  # for iris_slack.modes
         self._config = config
         self._data_dir = engine.settings.data_dir
         self._stopping = threading.Event()
@@ -212,7 +214,10 @@ class SlackTransport:
     # -- ChannelTransport ---------------------------------------------------------------------
 
     def owns_channel(self, channel_id: str) -> bool:
-        return bool(CHANNEL_ID.fullmatch(channel_id))
+        channel, thread = split_conversation(channel_id)  # a thread of a channel in a mode
+        return bool(CHANNEL_ID.fullmatch(channel)) and (
+            thread is None or bool(TS.fullmatch(thread))
+        )
 
     def channels(self) -> list[ChannelInfo]:
         return self.directory.channels()
@@ -222,15 +227,16 @@ class SlackTransport:
 
     def post_message(self, channel_id: str, text: str) -> str:
         """Post ``text`` as a new message (longer text continues in its thread); its ts."""
-        return self._post_chunks(channel_id, text, None)
+        return self._post_chunks(*split_conversation(channel_id), text)
 
     def show_logged_message(self, channel_id: str, text: str, thread: str | None) -> str:
         """A message the engine has already logged (a sub-agent's announce): posted like
         ``post_message`` but inside ``thread`` (the ``thread_ts`` of the message that started
         the run) when given, and never logged again. Returns the first message's ts."""
-        return self._post_chunks(channel_id, text, thread or None)
+        channel, own = split_conversation(channel_id)
+        return self._post_chunks(channel, thread or own, text)
 
-    def _post_chunks(self, channel_id: str, text: str, thread: str | None) -> str:
+    def _post_chunks(self, channel_id: str, thread: str | None, text: str) -> str:
         """``text`` escaped and chunked: the first chunk in ``thread`` (or the channel), the
         rest after it in the same thread (or the first chunk's own). The first chunk's ts."""
         chunks = split_chunks(text) or ["(empty)"]
@@ -251,6 +257,7 @@ class SlackTransport:
         """Replace a message's text, paced like every edit. One Slack message holds one chunk:
         text longer than that is cut to its first chunk, ending in "…" (a message has no
         place of its own to continue in); ``post_message`` is for long text."""
+        channel_id, _ = split_conversation(channel_id)
         chunks = split_chunks(text, SLACK_MAX_LENGTH - 1) or ["(empty)"]
         first = chunks[0] + ("…" if len(chunks) > 1 else "")
         if len(chunks) > 1:
@@ -278,13 +285,14 @@ class SlackTransport:
     ) -> SlackContext:
         with self._lock:
             placeholder, queued = self._placeholders.pop((event.channel, event.ts), (None, False))
+        channel, own_thread = split_conversation(event.channel)
         ctx = SlackContext(
             self,
             event,
             placeholder_ts=placeholder,
-            thread_ts=event.thread,
+            thread_ts=event.thread or own_thread,
             placeholder_queued=queued,
-            channel_name=self.directory.channel_name(event.channel),
+            channel_name=self.directory.channel_name(channel),
             channels=self.directory.channels(),
             users=self.directory.users(),
         )
@@ -316,14 +324,14 @@ class SlackTransport:
         event = request.payload.get("event")
         event_id = request.payload.get("event_id")
         if not isinstance(event, dict) or (
-            isinstance(event_id, str) and self._seen_before(event_id)
+            isinstance(event_id, str) and self.seen_before(event_id)
         ):
             return
         channel = event.get("channel")
         key = channel if isinstance(channel, str) else ""
         self._lanes.submit(key, lambda: self.handle_event(event))
 
-    def _seen_before(self, key: str) -> bool:
+    def seen_before(self, key: str) -> bool:
         with self._lock:
             if key in self._seen:
                 return True
@@ -364,18 +372,20 @@ class SlackTransport:
         if not self.owns_channel(channel):
             log.warning("slack: ignoring a message for an unexpected channel id %r", channel[:40])
             return
+        if modes.dispatch(self, event, mention=mention):
+            return  # the channel has a mode (channels.json): the engine's pipeline decided
         direct = event.get("channel_type") == "im" or channel.startswith("D")
         # In channels the app_mention starts the run; in a direct message, the message does.
         triggers = not direct if mention else direct
         if not triggers:
             if not (self.bot_user_id and f"<@{self.bot_user_id}" in raw):
-                self._log_only(channel, event, raw, user)
+                self.log_only(channel, event, raw, user)
             return  # a mention's message event: its app_mention starts the run
-        if self._seen_before(f"{channel}:{ts}"):
+        if self.seen_before(f"{channel}:{ts}"):
             return
-        self._start_run(event, channel, ts, user, raw)
+        self.start_run(event, channel, ts, user, raw)
 
-    def _log_only(self, channel: str, event: dict[str, Any], raw: str, user: str) -> None:
+    def log_only(self, channel: str, event: dict[str, Any], raw: str, user: str) -> None:
         """A message Iris was not asked to answer is still part of the channel's log."""
         try:
             self._engine.sessions.append_marker(
@@ -393,26 +403,43 @@ class SlackTransport:
         except (IrisError, OSError) as exc:
             log.warning("slack: could not log a message of %s: %s", channel, exc)
 
-    def _start_run(self, event: dict[str, Any], channel: str, ts: str, user: str, raw: str) -> None:
+    def start_run(
+        self,
+        event: dict[str, Any],
+        channel: str,
+        ts: str,
+        user: str,
+        raw: str,
+        *,
+        thread: str | None = None,
+        conversation: str | None = None,
+        agent: str | None = None,
+    ) -> None:
+        """A run for the message. A channel mode gives the conversation (a thread's own, or
+        the channel), the thread to answer in (None: at top level) and the agent that answers;
+        without one, the answer goes in the message's thread."""
+        if conversation is None:
+            thread = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else ts
         text = inbound_text(raw, self.bot_user_id)
-        thread = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else ts
-        assert isinstance(thread, str)
+        key = conversation or channel
         if text.strip().lower() in STOP_WORDS:
-            self._log_only(channel, event, raw, user)
-            self._stop(channel, thread)
+            self.log_only(channel, event, raw, user)
+            self._stop(channel, thread, key)
             return
         files = [f for f in event.get("files") or [] if isinstance(f, dict)]
         if not text and not files:
-            self._log_only(channel, event, raw, user)
-            self._post_quietly(channel, EMPTY, thread)
+            self.log_only(channel, event, raw, user)
+            self.post_quietly(channel, EMPTY, thread)
             return
-        busy = self._engine.is_running(channel)
-        placeholder = self._post_quietly(channel, f"_{QUEUED if busy else THINKING}_", thread)
-        attachments, problems = self._save_files(channel, ts, files)
+        busy = self._engine.is_running(key)
+        placeholder = self.post_quietly(channel, f"_{QUEUED if busy else THINKING}_", thread)
+        attachments, problems = save_files(
+            self.api, self._config.max_file_bytes, self._data_dir, channel, ts, files
+        )
         if problems:
             text = "\n".join([text, *problems]).strip()
         run_event = TransportEvent(
-            channel=channel,
+            channel=key,
             text=text or "(files only)",
             user=user,
             user_name=self.directory.user_name(user),
@@ -420,52 +447,55 @@ class SlackTransport:
             ts=ts,
             attachments=tuple(attachments),
             thread=thread,
+            agent=agent,
         )
         if placeholder is not None:
             with self._lock:
-                self._placeholders[(channel, ts)] = (placeholder, busy)
+                self._placeholders[(key, ts)] = (placeholder, busy)
         try:
             ticket = self._engine.submit(self, run_event)
         except (QueueFull, EngineStopping) as exc:
             with self._lock:
-                self._placeholders.pop((channel, ts), None)
-            self._log_only(channel, event, raw, user)
+                self._placeholders.pop((key, ts), None)
+            self.log_only(channel, event, raw, user)
             log.warning("slack: a message in %s was not run: %s", channel, exc.message)
             note = BUSY if isinstance(exc, QueueFull) else SHUTTING_DOWN
             self._replace_quietly(channel, placeholder, note, thread)
             return
-        ticket.add_done_callback(lambda result: self._settled(channel, ts, thread, result))
+        ticket.add_done_callback(lambda result: self._settled(key, ts, thread, result))
 
-    def _settled(self, channel: str, ts: str, thread: str, result: RunResult) -> None:
+    def _settled(self, key: str, ts: str, thread: str | None, result: RunResult) -> None:
         """A run that never reached its reply (cancelled at shutdown, or failed before it
         started working) must not leave *Thinking…* behind: its placeholder says what
         happened."""
         with self._lock:
-            placeholder = self._placeholders.pop((channel, ts), None)
-            ctx = self._contexts.pop((channel, ts), None)
+            placeholder = self._placeholders.pop((key, ts), None)
+            ctx = self._contexts.pop((key, ts), None)
+        channel, _ = split_conversation(key)
         note = SHUTTING_DOWN if result.status == "cancelled" else _ended_note(result)
         if placeholder is not None:  # no context was made for it
             self._replace_quietly(channel, placeholder[0], note, thread)
         elif ctx is not None and not ctx.finished:
             ctx.abandon(f"_{note}_")
 
-    def _stop(self, channel: str, thread: str) -> None:
+    def _stop(self, channel: str, thread: str | None, key: str) -> None:
+        """Stop the run of ``key`` (the channel, or a thread's own conversation)."""
         with self._lock:
-            ctx = self._active.get(channel)
+            ctx = self._active.get(key)
         if ctx is not None:
             ctx.stopped = True
         # The note goes out before the stop: the run's final edit must not race it (the thread
         # reads "Stopping." then the stopped reply, never the other way round).
-        running = self._engine.is_running(channel)
+        running = self._engine.is_running(key)
         if running:
-            self._post_quietly(channel, "_Stopping._", thread)
-        stopped = self._engine.handle_stop(channel)
+            self.post_quietly(channel, "_Stopping._", thread)
+        stopped = self._engine.handle_stop(key)
         if not running:
-            self._post_quietly(
+            self.post_quietly(
                 channel, "_Stopping._" if stopped else "_Nothing is running._", thread
             )
 
-    def _post_quietly(self, channel: str, text: str, thread: str | None) -> str | None:
+    def post_quietly(self, channel: str, text: str, thread: str | None) -> str | None:
         try:
             return self.api.post_message(channel, escape(text), thread)
         except SlackError as exc:
@@ -476,55 +506,12 @@ class SlackTransport:
         self, channel: str, placeholder: str | None, text: str, thread: str | None
     ) -> None:
         if placeholder is None:
-            self._post_quietly(channel, text, thread)
+            self.post_quietly(channel, text, thread)
             return
         try:
             self.update_message(channel, placeholder, text)
         except SlackError as exc:
             log.warning("slack: could not edit a message in %s: %s", channel, exc.error)
-
-    # -- files --------------------------------------------------------------------------------
-
-    def _save_files(
-        self, channel: str, ts: str, files: list[dict[str, Any]]
-    ) -> tuple[list[Attachment], list[str]]:
-        """Download shared files into ``<channel>/attachments/``; problems as prompt lines."""
-        saved: list[Attachment] = []
-        problems: list[str] = []
-        for index, info in enumerate(files):
-            name = safe_file_name(str(info.get("name") or info.get("title") or ""), f"file{index}")
-            if index >= MAX_FILES_PER_MESSAGE:
-                problems.append(f"(file {name} was not saved: at most {MAX_FILES_PER_MESSAGE})")
-                continue
-            try:
-                saved.append(self._save_file(channel, ts, index, name, info))
-            except SlackError as exc:
-                log.warning("slack: a file shared in %s was not saved: %s", channel, exc.error)
-                problems.append(f"(file {name} was not saved: {exc.error})")
-            except (IrisError, OSError) as exc:
-                log.warning("slack: a file shared in %s was not saved: %s", channel, exc)
-                problems.append(f"(file {name} was not saved)")
-        return saved, problems
-
-    def _save_file(
-        self, channel: str, ts: str, index: int, name: str, info: dict[str, Any]
-    ) -> Attachment:
-        url = info.get("url_private_download") or info.get("url_private")
-        if not isinstance(url, str) or info.get("mode") in {"tombstone", "external"}:
-            raise SlackError("files.download", "not_downloadable")
-        size = info.get("size")
-        limit = self._config.max_file_bytes
-        if isinstance(size, int) and size > limit:
-            raise SlackError("files.download", "file_too_large")
-        stamp = safe_file_name(ts, "0")
-        path = resolve_channel_path(
-            self._data_dir, channel, "attachments", f"{stamp}_{index}_{name}"
-        )
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        self.api.download(url, limit, tmp)  # streamed, at most ``limit`` bytes, mode 0600
-        os.replace(tmp, path)
-        return Attachment(local=str(path.relative_to(self._data_dir)), name=name)
 
 
 def _ended_note(result: RunResult) -> str:

@@ -53,10 +53,21 @@ class Inbound:
     command: str | None = None  # "stop" for /stop (addressed to us or to nobody in particular)
     files: tuple[RemoteFile, ...] = field(default_factory=tuple)
     raw_text: str = ""  # the text or caption exactly as sent
+    mentioned: bool = False  # @bot in the text, a reply to the bot, or a command
+    from_bot: bool = False
+    # Set by a channel mode (iris_telegram.modes): the conversation the run belongs to (a
+    # topic's or a message's own, else the chat) and the agent that answers instead of Iris.
+    conversation: str | None = None
+    agent: str | None = None
 
     @property
     def channel(self) -> str:
         return channel_for(self.chat_id)
+
+    @property
+    def run_key(self) -> str:
+        """The channel id its run is kept under (its log, queue and stop)."""
+        return self.conversation or self.channel
 
 
 def _int(value: Any) -> int | None:
@@ -156,6 +167,8 @@ def parse_message(update: dict[str, Any], bot_username: str | None) -> Inbound |
         return None
     user_id, user_name = _sender(message)
     thread = _int(message.get("message_thread_id")) if message.get("is_topic_message") else None
+    sender = message.get("from")
+    from_bot = isinstance(sender, dict) and sender.get("is_bot") is True
     return Inbound(
         chat_id=chat_id,
         message_id=message_id,
@@ -168,7 +181,21 @@ def parse_message(update: dict[str, Any], bot_username: str | None) -> Inbound |
         command=command,
         files=files,
         raw_text=raw,
+        mentioned=command is not None or match is not None or _addresses(message, bot_username),
+        from_bot=from_bot,
     )
+
+
+def _addresses(message: dict[str, Any], bot_username: str | None) -> bool:
+    """``@bot`` anywhere in the text, or a reply to one of the bot's messages."""
+    if not bot_username:
+        return False
+    raw = _str(message.get("text")) or _str(message.get("caption"))
+    if re.search(rf"@{re.escape(bot_username)}\b", raw, re.IGNORECASE):
+        return True
+    replied = message.get("reply_to_message")
+    sender = replied.get("from") if isinstance(replied, dict) else None
+    return isinstance(sender, dict) and _str(sender.get("username")).lower() == bot_username.lower()
 
 
 def _without_own_mention(text: str, bot_username: str | None) -> str:

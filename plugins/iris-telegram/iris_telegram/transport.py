@@ -29,9 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from iris_runtime.engine.core import Engine
+from iris_runtime.engine.dispatch import IGNORE, REFUSE, split_conversation
 from iris_runtime.engine.transport import ChannelInfo, ChannelState, TransportEvent, UserInfo
 from iris_runtime.errors import EngineStopping, InvalidInput, QueueFull
-from iris_telegram import redaction
+from iris_telegram import modes, redaction
 from iris_telegram.api import BotApi, RetryPolicy, TelegramError
 from iris_telegram.config import CHATS_VARIABLE, USERS_VARIABLE, TelegramConfig
 from iris_telegram.context import TelegramContext
@@ -257,7 +258,8 @@ class TelegramTransport:
     # -- the contract ---------------------------------------------------------------------------
 
     def owns_channel(self, channel_id: str) -> bool:
-        return chat_id_of(channel_id) is not None
+        channel, thread = split_conversation(channel_id)  # a topic's or a message's own
+        return chat_id_of(channel) is not None and (thread is None or thread.isdigit())
 
     def channels(self) -> list[ChannelInfo]:
         return self._directory.channels()
@@ -266,7 +268,9 @@ class TelegramTransport:
         return self._directory.users()
 
     def post_message(self, channel_id: str, text: str) -> str:
-        ids = self.sender.deliver(Target(self._chat(channel_id)), text)
+        _, thread = split_conversation(channel_id)  # a conversation's: a reply to its start
+        reply_to = int(thread) if thread and thread.isdigit() else None
+        ids = self.sender.deliver(Target(self._chat(channel_id), reply_to=reply_to), text)
         return str(ids[0]) if ids else ""
 
     def show_logged_message(self, channel_id: str, text: str, thread: str | None) -> str:
@@ -302,6 +306,7 @@ class TelegramTransport:
         self, event: TransportEvent, state: ChannelState, is_event: bool = False
     ) -> TelegramContext:
         chat = self._chat(event.channel)
+        chat_channel, _ = split_conversation(event.channel)
         thread = int(event.thread) if event.thread and event.thread.isdigit() else None
         reply_to = int(event.ts) if not is_event and event.ts.isdigit() else None
         with self._lock:
@@ -317,9 +322,9 @@ class TelegramTransport:
             event,
             Target(chat, thread, reply_to),
             is_event=is_event,
-            channel_name=self._directory.name_of(event.channel),
-            channels=self._directory.channels(only=event.channel),
-            users=self._directory.users(event.channel),
+            channel_name=self._directory.name_of(chat_channel),
+            channels=self._directory.channels(only=chat_channel),
+            users=self._directory.users(chat_channel),
             placeholder=placeholder,
             on_finish=self._finished,
         )
@@ -353,6 +358,11 @@ class TelegramTransport:
             return False
         self._directory.note(inbound)
         target = Target(inbound.chat_id, inbound.thread_id, inbound.message_id)
+        decision, inbound = modes.decide(self._engine.channel_modes, inbound)
+        if decision.action in {IGNORE, REFUSE}:  # the chat's mode (channels.json) says so
+            if decision.refusal:
+                self._notify(target, decision.refusal)
+            return False
         if inbound.command == "stop":
             self._stop(inbound, target)
             return False
@@ -388,7 +398,7 @@ class TelegramTransport:
         attachments, problems = self._downloads.fetch(inbound) if inbound.files else ([], [])
         text = "\n\n".join(p for p in (inbound.text, *problems) if p)
         event = TransportEvent(
-            channel=inbound.channel,
+            channel=inbound.run_key,
             text=text,
             user=inbound.user_id,
             user_name=inbound.user_name,
@@ -396,12 +406,13 @@ class TelegramTransport:
             ts=str(inbound.message_id),
             attachments=tuple(attachments),
             thread=str(inbound.thread_id) if inbound.thread_id is not None else None,
+            agent=inbound.agent,
         )
         key = (event.channel, event.ts)
         target = Target(inbound.chat_id, inbound.thread_id, inbound.message_id)
         with self._lock:
             self._waiting[key] = (update_id, None)
-        will_wait = self._engine.is_running(inbound.channel)
+        will_wait = self._engine.is_running(inbound.run_key)
         try:
             self._engine.submit(self, event)
         except QueueFull:
@@ -437,10 +448,10 @@ class TelegramTransport:
 
     def _stop(self, inbound: Inbound, target: Target) -> None:
         with self._lock:
-            context = self._active.get(inbound.channel)
+            context = self._active.get(inbound.run_key)
         if context is not None:
             context.mark_stopped()  # this run's reply, and no later one's, says "(stopped)"
-        running = self._engine.handle_stop(inbound.channel)
+        running = self._engine.handle_stop(inbound.run_key)
         self._notify(target, "Stopping." if running else "Nothing is running here.")
 
     def _notify(self, target: Target, text: str) -> None:
@@ -456,7 +467,7 @@ class TelegramTransport:
 
     @staticmethod
     def _chat(channel: str) -> int:
-        chat = chat_id_of(channel)
+        chat = chat_id_of(split_conversation(channel)[0])
         if chat is None:
             raise InvalidInput(
                 f"{channel[:80]!r} is not a Telegram channel (tg-<chat id>)",

@@ -29,6 +29,13 @@ options:
     type: list
     elements: str
     required: true
+  join:
+    description:
+    - The server is a raft follower joining its cluster through C(retry_join): it reports
+      itself uninitialised until the keys let it answer the leader's challenge, so that is no
+      error. Retry the task until it succeeds (the first attempts may come before the join).
+    type: bool
+    default: false
 """
 
 RETURN = r"""
@@ -44,12 +51,15 @@ from ansible.module_utils.iris_openbao import Client, OpenBaoError, common_argum
 
 def main() -> None:
     spec = common_argument_spec()
-    spec.update(keys={"type": "list", "elements": "str", "required": True, "no_log": True})
+    spec.update(
+        keys={"type": "list", "elements": "str", "required": True, "no_log": True},
+        join={"type": "bool", "default": False},
+    )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     try:
         client = Client(module.params["url"], ca_file=module.params["ca_file"])
         status = client.get("sys/seal-status") or {}
-        if not status.get("initialized"):
+        if not status.get("initialized") and not module.params["join"]:
             module.fail_json(msg="OpenBao is not initialised: nothing to unseal")
         if not status.get("sealed"):
             module.exit_json(changed=False, sealed=False)

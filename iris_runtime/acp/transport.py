@@ -1,0 +1,185 @@
+"""The ACP transport: Iris's channels for editor sessions (``ACP-<session id>``).
+
+It is an internal transport (never started, listed or given an events folder): messages reach
+it only from the ACP agent, which submits each prompt as a run and hands the run a
+:class:`PromptStream` for what the editor should see while it runs: text as it streams, tool
+cards. The whole reply still folds into the context's accumulator, for the run's result.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from iris_runtime.engine.core import Engine
+from iris_runtime.engine.runs import RunTicket
+from iris_runtime.engine.transport import (
+    ChannelInfo,
+    ChannelState,
+    ToolEvent,
+    TransportEvent,
+    TransportPromptProfile,
+    UserInfo,
+)
+
+CHANNEL_PREFIX = "ACP-"
+
+
+def channel_of(session_id: str) -> str:
+    return CHANNEL_PREFIX + session_id
+
+
+def _no_directory(channels: list[ChannelInfo], users: list[UserInfo]) -> str:
+    return "This conversation is in the user's editor: there is no channel or user directory."
+
+
+ACP_PROFILE = TransportPromptProfile(
+    transport_id="acp",
+    identity_line=(
+        "You are Iris, an orchestrator for specialized sub-agents, working with the user inside "
+        "their code editor."
+    ),
+    formatting_section=(
+        "The editor renders CommonMark Markdown: use fenced code blocks with a language for code, "
+        "and keep prose short."
+    ),
+    directory_section=_no_directory,
+    silent_note="Begin your reply with [SILENT] when no answer is needed.",
+    attach_note="The attach tool records a file; mention its path in your reply.",
+    attachments_tag_name="attachments",
+    max_message_chars=100_000,
+)
+
+
+class PromptStream(Protocol):
+    """Where one prompt's live output goes (the ACP connection, via its event loop)."""
+
+    def text(self, text: str) -> None: ...
+    def tool(self, event: ToolEvent) -> None: ...
+
+
+class AcpContext:
+    """One run's reply plumbing: deltas and tool cards stream to the editor as they happen;
+    a reply that arrives whole (a routed answer, an error) is sent for what did not stream."""
+
+    def __init__(self, event: TransportEvent, stream: PromptStream | None) -> None:
+        self.transport_id = ACP_PROFILE.transport_id
+        self.message = event
+        self.channel_name: str | None = None
+        self.channels: list[ChannelInfo] = []
+        self.users: list[UserInfo] = []
+        self._stream = stream
+        self.on_tool_event: Callable[[ToolEvent], None] | None = self._tool
+        self.on_text_delta: Callable[[str], None] = self._delta
+        self._parts: list[str] = []
+        self._streamed = ""  # the text of the model turn in progress, as sent
+        self._lock = threading.Lock()
+
+    def _delta(self, text: str) -> None:
+        with self._lock:
+            self._streamed += text
+        if self._stream is not None and text:
+            self._stream.text(text)
+
+    def _tool(self, event: ToolEvent) -> None:
+        if self._stream is not None:
+            self._stream.tool(event)
+
+    def respond(self, text: str, should_log: bool = True) -> None:
+        with self._lock:
+            self._parts.append(text)
+            streamed, self._streamed = self._streamed, ""
+        if self._stream is None or not text:
+            return
+        if text.startswith(streamed):
+            rest = text[len(streamed) :]
+        else:  # what streamed was not this reply (it was rewritten): send the reply whole
+            rest = f"\n\n{text}" if streamed else text
+        if rest:
+            self._stream.text(rest)
+
+    def replace_message(self, text: str) -> None:
+        with self._lock:
+            self._parts = []
+        self.respond(text)
+
+    def respond_in_thread(self, text: str) -> None:
+        self.respond(text)
+
+    def set_typing(self, is_typing: bool) -> None:
+        return None
+
+    def upload_file(self, file_path: str, title: str | None = None) -> None:
+        return None
+
+    def set_working(self, working: bool) -> None:
+        return None
+
+    def delete_message(self) -> None:
+        with self._lock:
+            self._parts = []
+
+    def accumulated_text(self) -> str:
+        with self._lock:
+            return "\n\n".join(self._parts)
+
+    def set_status(self, text: str) -> None:
+        return None
+
+
+class AcpTransport:
+    transport_id = "acp"
+    prompt_profile = ACP_PROFILE
+    stop_command_hint = "the editor's stop button"
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._streams: dict[int, PromptStream] = {}  # by id() of the event being submitted
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    def owns_channel(self, channel_id: str) -> bool:
+        return channel_id.startswith(CHANNEL_PREFIX)
+
+    def channels(self) -> list[ChannelInfo]:
+        return []
+
+    def users(self) -> list[UserInfo]:
+        return []
+
+    def post_message(self, channel_id: str, text: str) -> str:
+        # A message Iris sends unprompted (a sub-agent's announce) is kept in the log, which
+        # session/load replays.
+        self._engine.sessions.append_message(channel_id, "assistant", text, posted=True)
+        return "0"
+
+    def update_message(self, channel_id: str, message_id: str, text: str) -> None:
+        return None
+
+    def enqueue_event(self, event: TransportEvent) -> bool:
+        return False  # no scheduled events for editor sessions
+
+    def create_context(
+        self, event: TransportEvent, state: ChannelState, is_event: bool = False
+    ) -> AcpContext:
+        with self._lock:
+            stream = self._streams.pop(id(event), None)
+        return AcpContext(event, stream)
+
+    def submit(self, event: TransportEvent, stream: PromptStream) -> RunTicket:
+        """Run one prompt; its live output goes to ``stream``. Raises QueueFull when the
+        session already has five messages waiting."""
+        with self._lock:
+            self._streams[id(event)] = stream
+        try:
+            return self._engine.submit(self, event)
+        except Exception:
+            with self._lock:
+                self._streams.pop(id(event), None)
+            raise
