@@ -21,8 +21,8 @@ from iris_runtime.config import Settings, ensure_api_token
 from iris_runtime.errors import ConfigError
 from iris_runtime.provision.supervisor import backoff_from
 from iris_runtime.runtime import check_selection, prepare_data_dir
-from iris_runtime.tools.sandbox.configured import prove_configured
 from iris_runtime.tls import server_context
+from iris_runtime.tools.sandbox.configured import prove_configured
 from iris_runtime.web.capacity import (
     THREAD_STACK_BYTES,
     descriptors_needed,
