@@ -35,6 +35,7 @@ SESSION_AGENTS_JSON = "session-agents.json"  # in-process agent ids and sub-agen
 SESSION_AGENTS_DIR = "session-agents"  # default folders of in-process agent ids
 STATE_DB = "state.db"  # SQLite: event firings, supervised processes, sub-agent runs
 TERRAFORM_DIR = "terraform"  # Docker agents' Terraform work and state
+WORK_DIR = "work"  # the work folder a sandboxed command sees as /workspace (tools/sandbox)
 
 # SQLite writes these next to the database (WAL mode, or a rollback journal).
 SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
@@ -73,6 +74,7 @@ TOP_LEVEL: frozenset[str] = frozenset(
         STATE_DB,
         *(STATE_DB + suffix for suffix in SQLITE_SIDECARS),
         TERRAFORM_DIR,
+        WORK_DIR,
         CONSTITUTION_MD,
         MEMORY_MD,
         AGENTS_MD,

@@ -125,10 +125,32 @@ def register_secret_backends(register: Callable[[str, Any], None]) -> None:
 
 @hookspec
 def register_sandboxes(register: Callable[[str, Any], None]) -> None:
-    """Contribute isolation levels for the bash tool.
+    """Contribute isolation levels for the bash and file tools.
 
-    Call ``register(level, sandbox)`` where ``sandbox.wrap(argv) -> argv`` returns the command
-    line that runs ``argv`` inside the sandbox. The built-in level is ``host``.
+    Call ``register(level, Level(open))`` (``iris_runtime.tools.sandbox.Level``). ``IRIS_SANDBOX``
+    (or ``--sandbox``) names a level, optionally with an option after a colon (``docker:web``);
+    ``open(spec)`` gets a ``SandboxSpec`` (``level``, ``option``, ``data_dir``, ``env``,
+    ``run_secrets``) and returns the sandbox, without starting anything. The sandbox has:
+
+    - ``level`` (as configured), ``isolated`` (True when it claims a boundary: then its probe
+      may refuse it) and ``isolates_network`` (True when the probe must see only loopback);
+    - ``view``: a ``WorkspaceView`` — the work folder (``root``: host path, the path inside,
+      writable) and read-only ``extras``. The file tools and ``attach`` resolve paths through it,
+      so they touch exactly what the command sees;
+    - ``check()``: raise ``SandboxUnavailable`` with the reason when the level cannot run here
+      (missing binary, device, image, container); ``iris serve`` then stops, never falling back;
+    - ``launch(argv, cwd, env) -> Launch``: ``argv`` is a list, never a shell string; ``cwd``
+      is the path inside; ``env`` is the command's whole environment. ``Launch.argv`` runs on
+      the host as its own process group, which the bash tool kills on timeout and Stop; name a
+      ``Launch.kill`` for what escapes the group (a container's processes) and a
+      ``Launch.cleanup`` for what one run leaves behind.
+
+    At start-up and on ``iris doctor --sandbox`` a probe runs inside (it needs ``sh``,
+    ``/proc``, ``id``, ``cat``, ``tail``, ``cut``, ``tr`` and ``rm``), and an isolated level
+    that shows the host (Iris's uid, Iris's data folder, network where none was asked for) is
+    refused. Built in: ``host``, ``namespace``, ``gvisor``,
+    ``docker``, ``firecracker`` (docs/sandbox.md). An object with only ``wrap(argv) -> argv``
+    is still accepted: it runs the wrapped command in the host's workspace, unproven.
     """
 
 

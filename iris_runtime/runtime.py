@@ -20,6 +20,8 @@ from iris_runtime.errors import ConfigError
 from iris_runtime.plugins import PluginHost
 from iris_runtime.secrets.broker import SecretBroker
 from iris_runtime.secrets.selection import broker_for
+from iris_runtime.tools.sandbox import split_level
+from iris_runtime.tools.sandbox.configured import configured_sandbox
 
 if TYPE_CHECKING:
     from iris_runtime.events.service import EventService
@@ -40,7 +42,7 @@ def check_selection(settings: Settings, host: PluginHost) -> None:
     """The configured provider and sandbox level exist among the loaded plugins."""
     for variable, chosen, known in (
         ("IRIS_PROVIDER", settings.provider, host.providers()),
-        ("IRIS_SANDBOX", settings.sandbox, host.sandboxes()),
+        ("IRIS_SANDBOX", split_level(settings.sandbox)[0], host.sandboxes()),
     ):
         if chosen not in known:
             names = ", ".join(sorted(known)) or "none"
@@ -107,8 +109,13 @@ class Runtime:
             tools.register(tool)
         settings = with_subagent_lane(settings)
         provider = host.providers()[settings.provider](settings)
+        sandbox = configured_sandbox(settings, host.sandboxes(), host.skills())
         engine = Engine(
-            settings, provider, tools, extra_skills=host.skills(), sandboxes=host.sandboxes()
+            settings,
+            provider,
+            tools,
+            extra_skills=host.skills(),
+            sandboxes={settings.sandbox: sandbox},
         )
         for transport in host.transports():
             engine.add_transport(transport.build(engine), fallback=transport.fallback)

@@ -76,6 +76,7 @@ class Declaration:
     unique_token: bool = False
     service_manager: str | None = None
     state: str = "present"
+    sandbox: str = "host"
 
     def request(self) -> SpawnRequest:
         return SpawnRequest(
@@ -85,6 +86,7 @@ class Declaration:
             model=self.model,
             unique_token=self.unique_token,
             service_manager=self.service_manager,
+            sandbox=self.sandbox,
         )
 
 
@@ -165,6 +167,8 @@ class Ensurer:
         model = self._model_difference(declaration, record)
         if model:
             out.append(model)
+        if record.sandbox != declaration.sandbox:
+            out.append(f"sandbox: {record.sandbox} -> {declaration.sandbox}")
         if declaration.mode == "docker" == record.mode:
             # Store and proxy secrets imply a token of its own: compared as it takes effect.
             implied = self.spawner.settings.secrets_mode != "env"

@@ -61,6 +61,7 @@ class AgentRecord:
     # given (None: the default of the day) and --unique-token. Absent from older records.
     requested_model: str | None = None
     unique_token: bool = False
+    sandbox: str = "host"  # IRIS_SANDBOX of the agent's own bash and file tools
 
     def write(self, agents_dir: Path) -> None:
         data = json.dumps(asdict(self), indent=2) + "\n"

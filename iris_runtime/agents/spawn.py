@@ -91,7 +91,13 @@ INHERITED_VARS = (
     "IRIS_INSECURE_HTTP",
 )
 # What `--env` may not set: the agent's identity and wiring are spawn's to decide.
-OWN_VARS = IDENTITY_VARS | {"IRIS_PROVIDER", "IRIS_MODEL", "IRIS_API_TOKEN_FILE", "PATH"}
+OWN_VARS = IDENTITY_VARS | {
+    "IRIS_PROVIDER",
+    "IRIS_MODEL",
+    "IRIS_API_TOKEN_FILE",
+    "PATH",
+    "IRIS_SANDBOX",  # --sandbox
+}
 READY_POLL_SECONDS = 0.2
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ENV_NAME_RE = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
@@ -107,6 +113,7 @@ class SpawnRequest:
     unique_token: bool = False
     service_manager: str | None = None  # overrides IRIS_SERVICE_MANAGER for this spawn
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    sandbox: str = "host"  # the agent's sandbox level; its own `iris serve` proves it
 
 
 @dataclass(frozen=True)
@@ -244,6 +251,7 @@ class Spawner:
             created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             requested_model=request.model or None,
             unique_token=request.unique_token,
+            sandbox=request.sandbox,
         )
 
     def _start(
@@ -504,6 +512,8 @@ class Spawner:
                 **dict.fromkeys(PLATFORM_TOKEN_VARS, ""),
             }
         )
+        if record.sandbox != "host":  # unset is host: default agents' units stay as they were
+            env["IRIS_SANDBOX"] = record.sandbox
         if record.manager != "docker":
             # A path, not the token: skills (get-secret) read it from the agent's environment.
             env["IRIS_API_TOKEN_FILE"] = str(home / TOKEN_FILE_NAME)

@@ -235,6 +235,18 @@ def _env_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _known_level(configured: str) -> str:
+    """The level is one this installation has; whether it can run is the agent's own start-up
+    probe's to say (a level that cannot stops the agent, and so the spawn, with the reason)."""
+    from iris_runtime.tools.sandbox import split_level
+
+    levels = plugin_host(load_settings()).sandboxes()
+    if split_level(configured)[0] not in levels:
+        known = ", ".join(sorted(levels))
+        raise click.BadParameter(f"{configured!r} is not installed (known: {known})")
+    return configured
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 _AGENT_OPTIONS = (
@@ -248,6 +260,14 @@ _AGENT_OPTIONS = (
     ),
     click.option(
         "--model", help="The agent's model (default: IRIS_SUBAGENT_MODEL, then IRIS_MODEL)."
+    ),
+    click.option(
+        "--sandbox",
+        default="host",
+        show_default=True,
+        metavar="LEVEL",
+        help="The agent's sandbox level for its bash and file tools (its IRIS_SANDBOX): host, "
+        "namespace[:net], gvisor[:ptrace|:kvm], docker:<container>, firecracker[:net].",
     ),
 )
 
@@ -286,6 +306,7 @@ def spawn(
     skills: tuple[str, ...],
     mode: str,
     model: str | None,
+    sandbox: str,
     constitution: Path | None,
     unique_token: bool,
     service_manager: str | None,
@@ -315,6 +336,7 @@ def spawn(
             unique_token=unique_token,
             service_manager=service_manager,
             extra_env=_env_pairs(env_pairs),
+            sandbox=_known_level(sandbox),
         )
     )
     summary = {
@@ -360,6 +382,7 @@ def ensure(
     skills: tuple[str, ...],
     mode: str,
     model: str | None,
+    sandbox: str,
     unique_token: bool,
     service_manager: str | None,
     state: str,
@@ -387,6 +410,7 @@ def ensure(
         unique_token=unique_token,
         service_manager=service_manager,
         state=state,
+        sandbox=_known_level(sandbox),
     )
     ensurer = Ensurer(spawner)
     outcome = ensurer.plan(declaration) if check else ensurer.apply(declaration)

@@ -10,6 +10,7 @@ import click
 
 from iris_runtime import data_layout
 from iris_runtime.cli.common import listen_ports, plugin_host, port_problem
+from iris_runtime.cli.sandbox_checks import sandbox_checks
 from iris_runtime.config import Settings, mask
 from iris_runtime.errors import ConfigError, IrisError
 from iris_runtime.events.state import DB_NAME, database_problem
@@ -89,7 +90,7 @@ def _port_checks(settings: Settings) -> list[Check]:
     return out
 
 
-def _plugin_checks(settings: Settings) -> list[Check]:
+def _plugin_checks(settings: Settings, probe_sandbox: bool = False) -> list[Check]:
     host = plugin_host(settings)
     checks = [Check(f"plugin:{n}", "fail", p) for n, p in host.errors.items()]
     names = ", ".join(p.name for p in host.plugins())
@@ -106,11 +107,8 @@ def _plugin_checks(settings: Settings) -> list[Check]:
             )
         )
     checks.extend(_model_checks(settings))
-    sandboxes = sorted(host.sandboxes())
-    status = "ok" if settings.sandbox in sandboxes else "fail"
-    checks.append(
-        Check("sandbox", status, f"{settings.sandbox} (installed: {', '.join(sandboxes)})")
-    )
+    rows, _ = sandbox_checks(settings, host, probe=probe_sandbox)
+    checks.extend(Check(*row) for row in rows)
     backends = sorted(host.secret_backends())
     checks.append(Check("secret_backends", "ok", ", ".join(backends) or "none installed"))
     checks.append(_secret_store_check(settings))
@@ -174,7 +172,7 @@ def _broker_key_check(settings: Settings, variable: str) -> Check:
     return Check("api_key", "ok", f"{variable} {mask(key)} from the secret broker")
 
 
-def run_checks(settings: Settings) -> list[Check]:
+def run_checks(settings: Settings, *, probe_sandbox: bool = False) -> list[Check]:
     token_state = (
         "set"
         if settings.api_token
@@ -186,7 +184,7 @@ def run_checks(settings: Settings) -> list[Check]:
         Check("api_token", "ok", token_state),
         *_data_dir_checks(settings),
         *_port_checks(settings),
-        *_plugin_checks(settings),
+        *_plugin_checks(settings, probe_sandbox),
         _spawn_check(settings),
         _session_agents_check(settings),
         _custom_agents_check(settings),
@@ -266,13 +264,19 @@ def _spawn_check(settings: Settings) -> Check:
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def doctor(as_json: bool) -> None:
+@click.option(
+    "--sandbox",
+    "probe_sandbox",
+    is_flag=True,
+    help="Also run the boundary probe inside the sandbox level and show what it sees.",
+)
+def doctor(as_json: bool, probe_sandbox: bool) -> None:
     """Show the effective configuration and check the installation."""
     try:
         settings = Settings.from_env()
     except ConfigError as exc:
         raise click.ClickException(f"configuration error: {exc.message}") from None
-    checks = run_checks(settings)
+    checks = run_checks(settings, probe_sandbox=probe_sandbox)
     if as_json:
         click.echo(
             json.dumps(

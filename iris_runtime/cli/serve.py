@@ -22,6 +22,7 @@ from iris_runtime.errors import ConfigError
 from iris_runtime.provision.supervisor import backoff_from
 from iris_runtime.runtime import check_selection, prepare_data_dir
 from iris_runtime.tls import server_context
+from iris_runtime.tools.sandbox.configured import prove_configured
 from iris_runtime.web.capacity import (
     THREAD_STACK_BYTES,
     descriptors_needed,
@@ -143,6 +144,7 @@ def check_startup(settings: Settings) -> None:
     try:
         backoff_from(settings.env)  # read in the worker, where a bad value would only be logged
         check_selection(settings, host)
+        prove_configured(settings, host.sandboxes())
         # Building the provider resolves its model: an unknown one stops here, not in a worker.
         host.providers()[settings.provider](settings)
     except ConfigError as exc:
@@ -152,10 +154,16 @@ def check_startup(settings: Settings) -> None:
 @click.command()
 @click.option("--agent", "agent_name", help="Run as the sub-agent NAME (sets AGENT_NAME).")
 @click.option("--bridge-port", type=int, help="Sub-agent bridge port (sets BRIDGE_PORT).")
-def serve(agent_name: str | None, bridge_port: int | None) -> None:
+@click.option(
+    "--sandbox",
+    metavar="LEVEL",
+    help="Isolation level of the bash and file tools (sets IRIS_SANDBOX): host, namespace[:net], "
+    "gvisor[:ptrace|:kvm], docker:<container>, firecracker[:net].",
+)
+def serve(agent_name: str | None, bridge_port: int | None, sandbox: str | None) -> None:
     """Start Iris (internal API on IRIS_API_HOST:IRIS_API_PORT, default 127.0.0.1:3000)."""
     settings = load_settings()
-    if agent_name or bridge_port:
+    if agent_name or bridge_port or sandbox:
         import os
 
         env = dict(settings.env)
@@ -163,7 +171,10 @@ def serve(agent_name: str | None, bridge_port: int | None) -> None:
             env["AGENT_NAME"] = agent_name
         if bridge_port:
             env["BRIDGE_PORT"] = str(bridge_port)
-        os.environ.update({k: env[k] for k in ("AGENT_NAME", "BRIDGE_PORT") if k in env})
+        if sandbox:
+            env["IRIS_SANDBOX"] = sandbox
+        chosen = ("AGENT_NAME", "BRIDGE_PORT", "IRIS_SANDBOX")
+        os.environ.update({k: env[k] for k in chosen if k in env})
         settings = load_settings()
     try:
         prepare_data_dir(settings)

@@ -351,8 +351,13 @@ class Engine:
             skills=skills,
             channels=ctx.channels,
             users=ctx.users,
-            extra_sections=[r.prompt_section() for r in self._routers],
+            extra_sections=[r.prompt_section() for r in self._routers] + self._sandbox_section(),
         )
+
+    def _sandbox_section(self) -> list[str]:
+        """Where a sandboxed command's workspace is (the paths above are the host's)."""
+        section = getattr(self.sandboxes.get(self.settings.sandbox), "prompt_section", None)
+        return [section()] if callable(section) else []
 
     def _compacted(
         self,

@@ -64,10 +64,8 @@ class ToolContext:
 
 
 class Sandbox(Protocol):
-    """An isolation level for commands: ``wrap`` turns a command line into one that runs
-    inside the sandbox."""
-
-    def wrap(self, argv: list[str]) -> list[str]: ...
+    """An isolation level for commands (``iris_runtime.tools.sandbox``); opaque to the engine,
+    which only hands the configured one to the tools."""
 
 
 class Tool(Protocol):

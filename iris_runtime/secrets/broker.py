@@ -22,6 +22,7 @@ from iris_runtime.secrets.backend import (
     validate_secret_name,
     validate_secret_value,
 )
+from iris_runtime.secrets.run_tokens import RUN_CALLER_PREFIX, RUN_TOKENS
 
 IRIS_CALLER = "iris"
 
@@ -65,6 +66,8 @@ class SecretBroker:
     def may_read(self, caller: str, name: str) -> bool:
         if caller == IRIS_CALLER:
             return True
+        if caller.startswith(RUN_CALLER_PREFIX):  # a sandboxed run: its grant, nothing more
+            return RUN_TOKENS.may_read(caller, name)
         entry = self.registry.get(caller)
         return entry is not None and name in entry.secrets
 

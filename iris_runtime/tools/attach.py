@@ -7,6 +7,8 @@ from typing import Any
 
 from iris_runtime.engine.tools import ToolContext, ToolResult
 from iris_runtime.errors import InvalidInput, IrisError
+from iris_runtime.tools.sandbox.context import view_of
+from iris_runtime.tools.sandbox.view import resolve
 from iris_runtime.tools.workspace import confine
 
 
@@ -41,7 +43,7 @@ class AttachTool:
 
 def _confine_either(ctx: ToolContext, user_path: str) -> Path:
     try:
-        return confine(ctx.workspace, user_path)
+        return resolve(view_of(ctx), user_path, write=False)
     except InvalidInput:
         # The channel folder (downloads, tool output) may sit outside the workspace.
         return confine(ctx.channel_dir, user_path)

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from iris_runtime.engine.tools import ToolContext, ToolResult
-from iris_runtime.tools.environment import tool_environment
+from iris_runtime.tools.sandbox.base import Launch
+from iris_runtime.tools.sandbox.context import launch_command, sandbox_of
 
 _POLL_SECONDS = 0.05
 _KILL_GRACE_SECONDS = 2.0
@@ -47,7 +48,7 @@ class BashTool:
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         # An unknown level is refused rather than silently run unsandboxed.
-        sandbox = ctx.sandboxes.get(ctx.sandbox)
+        sandbox = sandbox_of(ctx)
         if sandbox is None:
             known = ", ".join(sorted(ctx.sandboxes)) or "none"
             return ToolResult(
@@ -61,8 +62,8 @@ class BashTool:
             return ToolResult("not run: stopped", is_error=True)
         out_path = _new_output_file(ctx.channel_dir)
         try:
-            argv = sandbox.wrap(["bash", "-c", args["command"]])
-            returncode, reason = _run(argv, ctx, min(timeout, ctx.timeout_seconds), out_path)
+            launch = launch_command(sandbox, ["bash", "-c", args["command"]], ctx)
+            returncode, reason = _run(launch, ctx, min(timeout, ctx.timeout_seconds), out_path)
         except OSError as exc:
             out_path.unlink(missing_ok=True)
             return ToolResult(f"bash could not start: {exc}", is_error=True)
@@ -78,17 +79,28 @@ def _new_output_file(channel_dir: Path) -> Path:
 
 
 def _run(
-    argv: list[str], ctx: ToolContext, timeout: float, out_path: Path
+    launch: Launch, ctx: ToolContext, timeout: float, out_path: Path
 ) -> tuple[int, str | None]:
     """Run to completion, or kill on abort/timeout; returns (returncode, kill reason or None)."""
-    with out_path.open("wb") as out:
+    try:
+        return _run_launched(launch, ctx, timeout, out_path)
+    finally:
+        if launch.cleanup is not None:
+            launch.cleanup()
+
+
+def _run_launched(
+    launch: Launch, ctx: ToolContext, timeout: float, out_path: Path
+) -> tuple[int, str | None]:
+    # Append mode: gVisor writes stdout and stderr through separate offsets otherwise.
+    with out_path.open("ab") as out:
         proc = subprocess.Popen(
-            argv,
-            cwd=ctx.workspace,
+            launch.argv,
+            cwd=launch.cwd,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**tool_environment(os.environ), **ctx.env},
+            env=launch.env,
             start_new_session=True,  # own process group, so killpg reaches grandchildren
         )
     deadline = time.monotonic() + timeout
@@ -100,13 +112,19 @@ def _run(
             elif time.monotonic() >= deadline:
                 reason = f"timed out after {timeout:g}s"
             if reason:
-                _kill_group(proc)
+                _kill(proc, launch)
                 break
             ctx.abort.wait(_POLL_SECONDS)  # wakes at once when abort is set
     except BaseException:
-        _kill_group(proc)
+        _kill(proc, launch)
         raise
     return proc.wait(), reason
+
+
+def _kill(proc: subprocess.Popen[bytes], launch: Launch) -> None:
+    _kill_group(proc)
+    if launch.kill is not None:  # what runs in a container or VM, beyond the process group
+        launch.kill()
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -15,7 +15,9 @@ from typing import Any
 
 from iris_runtime.engine.tools import ToolContext, ToolResult
 from iris_runtime.errors import InvalidInput
-from iris_runtime.tools.workspace import confine, display
+from iris_runtime.tools.sandbox.context import view_of
+from iris_runtime.tools.sandbox.view import resolve, to_inside
+from iris_runtime.tools.workspace import display
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 _NEW_FILE_MODE = 0o644
@@ -53,7 +55,7 @@ class ReadTool:
         if offset < 1 or (limit is not None and limit < 1):
             return ToolResult("offset and limit must be at least 1", is_error=True)
         try:
-            path = _existing_file(ctx.workspace, args["path"])
+            path = _existing_file(ctx, args["path"])
             text = path.read_bytes().decode("utf-8", errors="replace")
         except (InvalidInput, OSError) as exc:
             return _error(exc)
@@ -76,14 +78,14 @@ class WriteTool:
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         data = args["content"].encode("utf-8", errors="surrogatepass")
         try:
-            path = confine(ctx.workspace, args["path"])
+            path = resolve(view_of(ctx), args["path"], write=True)
             if path.is_dir():
                 raise InvalidInput(f"{args['path']} is a directory")
             path.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write(path, data)
         except (InvalidInput, OSError) as exc:
             return _error(exc)
-        return ToolResult(f"wrote {len(data)} bytes to {display(ctx.workspace, path)}")
+        return ToolResult(f"wrote {len(data)} bytes to {_display(ctx, path)}")
 
 
 class EditTool:
@@ -108,7 +110,7 @@ class EditTool:
         if not old:
             return ToolResult("old_text must not be empty", is_error=True)
         try:
-            path = _existing_file(ctx.workspace, args["path"])
+            path = _existing_file(ctx, args["path"], write=True)
             # Strict decoding: writing back a lossy decode would corrupt the file's other bytes.
             text = path.read_bytes().decode("utf-8")
             count = text.count(old)
@@ -119,7 +121,7 @@ class EditTool:
             return ToolResult(f"{args['path']} is not UTF-8 text; edit refused", is_error=True)
         except (InvalidInput, OSError) as exc:
             return _error(exc)
-        return ToolResult(f"edited {display(ctx.workspace, path)}")
+        return ToolResult(f"edited {_display(ctx, path)}")
 
 
 def _occurrence_problem(count: int) -> str:
@@ -132,8 +134,15 @@ def _error(exc: Exception) -> ToolResult:
     return ToolResult(str(exc), is_error=True)
 
 
-def _existing_file(workspace: Path, user_path: str) -> Path:
-    path = confine(workspace, user_path)
+def _display(ctx: ToolContext, path: Path) -> str:
+    """A short name for messages, as the command sees it: relative to the workspace if inside."""
+    view = view_of(ctx)
+    shown = display(view.root.host, path)
+    return to_inside(view, path) if shown == str(path) else shown
+
+
+def _existing_file(ctx: ToolContext, user_path: str, *, write: bool = False) -> Path:
+    path = resolve(view_of(ctx), user_path, write=write)
     if path.is_dir():
         raise InvalidInput(f"{user_path} is a directory, not a file")
     if not path.is_file():

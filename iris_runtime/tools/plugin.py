@@ -1,4 +1,4 @@
-"""Registers the built-in tools and the host sandbox with the plugin manager."""
+"""Registers the built-in tools and sandbox levels with the plugin manager."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from iris_runtime.engine.tools import Tool
 from iris_runtime.tools.attach import AttachTool
 from iris_runtime.tools.bash import BashTool
 from iris_runtime.tools.files import EditTool, ReadTool, WriteTool
-from iris_runtime.tools.sandbox import HostSandbox
+from iris_runtime.tools.sandbox.levels import BUILT_IN_LEVELS
+from iris_runtime.tools.sandbox.select import Level
 
 
 @hookimpl
@@ -19,5 +20,6 @@ def register_tools(register: Callable[[Tool], None]) -> None:
 
 
 @hookimpl
-def register_sandboxes(register: Callable[[str, HostSandbox], None]) -> None:
-    register("host", HostSandbox())
+def register_sandboxes(register: Callable[[str, Level], None]) -> None:
+    for name, level in BUILT_IN_LEVELS.items():
+        register(name, level)

@@ -14,6 +14,7 @@ from flask import Flask, Response, g, request
 from iris_runtime.agents.registry import AgentRegistry
 from iris_runtime.errors import IrisError
 from iris_runtime.secrets.broker import IRIS_CALLER
+from iris_runtime.secrets.run_tokens import RUN_CALLER_PREFIX, RUN_TOKENS
 from iris_runtime.web.errors import error_response
 
 PUBLIC_ENDPOINTS = frozenset({"health.health"})
@@ -39,6 +40,9 @@ def identify(presented: str, shared: str, registry: AgentRegistry) -> str | None
     """``iris`` for the shared token, an agent's name for its own token, else None."""
     if token_matches(presented, shared):
         return IRIS_CALLER
+    run_caller = RUN_TOKENS.identify(presented)  # a sandboxed run's short-lived token
+    if run_caller is not None:
+        return run_caller
     try:
         entry = registry.find_by_token(presented)
     except IrisError:
@@ -69,6 +73,8 @@ def require_bearer_token(app: Flask, expected: str, registry: AgentRegistry) -> 
         caller = identify(presented, expected, registry)
         if caller is None:
             return error_response("invalid API token", "unauthorized", 401)
+        if caller.startswith(RUN_CALLER_PREFIX) and request.endpoint != "secrets.read_secret":
+            return error_response("a sandboxed run's token only reads secrets", "forbidden", 403)
         if caller != IRIS_CALLER and request.endpoint not in AGENT_ENDPOINTS:
             return error_response(f"agent {caller!r} may not call this route", "forbidden", 403)
         g.caller = caller

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from iris_runtime.engine.provider import ToolCall
 from iris_runtime.engine.tools import Tool, ToolContext, ToolRegistry, tool_kind
 from iris_runtime.tools import plugin
-from iris_runtime.tools.sandbox import HostSandbox
+from iris_runtime.tools.sandbox import HostSandbox, SandboxSpec
 
 
 def test_register_tools_and_schemas() -> None:
@@ -38,9 +39,10 @@ def test_built_in_tools_declare_their_card_kind() -> None:
 def test_register_sandboxes() -> None:
     seen: dict[str, Any] = {}
     plugin.register_sandboxes(seen.__setitem__)
-    assert list(seen) == ["host"]
-    assert isinstance(seen["host"], HostSandbox)
-    assert seen["host"].wrap(["bash", "-c", "x"]) == ["bash", "-c", "x"]
+    assert list(seen) == ["host", "namespace", "gvisor", "docker", "firecracker"]
+    host = seen["host"].open(SandboxSpec("host", None, Path("/data")))
+    assert isinstance(host, HostSandbox)
+    assert host.wrap(["bash", "-c", "x"]) == ["bash", "-c", "x"]
 
 
 def test_registry_runs_bash_end_to_end(ctx: ToolContext) -> None:

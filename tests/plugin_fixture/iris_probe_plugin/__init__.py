@@ -7,7 +7,8 @@ called, in which processes it ran. Besides logging, the probe contributes one of
 - tool ``probe_echo`` (returns its ``text`` argument);
 - skill folder ``skills/probe-skill``;
 - provider ``probe`` (always answers "probe says hi");
-- secret backend ``probe`` and sandbox level ``probe``;
+- secret backend ``probe``; sandbox levels ``probe`` (wrap only), ``probe-box`` (a full level:
+  bubblewrap with its own hostname) and ``probe-leaky`` (claims a boundary, runs on the host);
 - blueprint ``GET /probe`` on the API surface;
 - command ``iris probe-hello``.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +35,7 @@ from iris_runtime import hookimpl
 from iris_runtime.engine.provider import Done, ProviderEvent, ProviderRequest, TextDelta
 from iris_runtime.engine.tools import ToolContext, ToolResult
 from iris_runtime.engine.transport import ChannelShape
+from iris_runtime.tools.sandbox import Level
 
 LOG_ENV = "IRIS_PROBE_LOG"
 SKILL_DIR = Path(__file__).resolve().parent / "skills" / "probe-skill"
@@ -188,6 +191,31 @@ def register_secret_backends(register: Callable[[str, Any], None]) -> None:
 def register_sandboxes(register: Callable[[str, Any], None]) -> None:
     _log("register_sandboxes")
     register("probe", ProbeSandbox())
+    register("probe-box", Level(_open_box))
+    register("probe-leaky", Level(_open_leaky))
+
+
+def _open_box(spec: Any) -> Any:
+    """The built-in namespace level under another name and hostname: what a plugin level is."""
+    from iris_runtime.tools.sandbox.namespace import NamespaceSandbox
+
+    class ProbeBox(NamespaceSandbox):
+        def bwrap_args(self, cwd: str) -> list[str]:
+            args = super().bwrap_args(cwd)
+            args[args.index("--hostname") + 1] = "probe-box"
+            return args
+
+    return ProbeBox(spec, shutil.which("bwrap"))
+
+
+def _open_leaky(spec: Any) -> Any:
+    """A level whose configuration claims a boundary it does not have: its probe must refuse it."""
+    from iris_runtime.tools.sandbox.host import HostSandbox
+
+    leaky = HostSandbox(spec.data_dir)
+    leaky.isolated = True  # type: ignore[misc]
+    leaky.level = spec.configured  # type: ignore[misc]
+    return leaky
 
 
 @hookimpl

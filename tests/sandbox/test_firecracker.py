@@ -1,0 +1,144 @@
+"""The firecracker level against a stand-in VMM (tests/sandbox/fake_firecracker.py): what Iris
+sends to Firecracker's API socket, the jailer's argv, the TAP/IP plan, the rootfs copy and its
+removal, and the workspace copied in and out, through a served Iris. One real boot test runs
+where a VM can boot, and is skipped here with the reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
+from iris_runtime.tools.sandbox.firecracker_plan import tap_plan
+from tests.sandbox.fake_firecracker import install
+from tests.sandbox.support import assert_boundary, require_tools, served_turn
+
+
+def _environment(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    record = tmp_path / "firecracker-calls.jsonl"
+    jailer, firecracker = install(tmp_path / "bin", record)
+    kernel, rootfs = tmp_path / "vmlinux", tmp_path / "rootfs.ext4"
+    kernel.write_bytes(b"kernel")
+    rootfs.write_bytes(b"rootfs image")
+    env = {
+        "IRIS_FIRECRACKER_BIN": str(firecracker),
+        "IRIS_JAILER_BIN": str(jailer),
+        "IRIS_FIRECRACKER_KERNEL": str(kernel),
+        "IRIS_FIRECRACKER_ROOTFS": str(rootfs),
+        "IRIS_FIRECRACKER_CHROOT_BASE": str(tmp_path / "jail"),
+    }
+    return env, record
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _require() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the jailer runs as root")
+    require_tools("bwrap", "ip", "setpriv")
+
+
+def test_tap_plan_gives_each_vm_its_own_slash_30() -> None:
+    first, second = tap_plan("172.30.0.0/16", 0), tap_plan("172.30.0.0/16", 1)
+    assert (first.device, first.host_ip, first.guest_ip) == ("ifc0", "172.30.0.1", "172.30.0.2")
+    assert (second.host_ip, second.guest_ip) == ("172.30.0.5", "172.30.0.6")
+    assert first.boot_arg() == "ip=172.30.0.2::172.30.0.1:255.255.255.252::eth0:off"
+    assert first.guest_mac != second.guest_mac
+    with pytest.raises(ValueError):
+        tap_plan("10.0.0.0/30", 1)
+
+
+def test_a_model_turn_in_a_microvm(tmp_path: Path, start_iris: Callable[..., IrisServer]) -> None:
+    _require()
+    env, record = _environment(tmp_path)
+    iris, report, results = served_turn(start_iris, tmp_path, "firecracker", **env)
+    assert_boundary(iris.data_dir, report, results)
+    assert report["links"] == "lo,"
+    assert report["hostname"] == "microvm"  # the stand-in guest's, not the host's
+    calls = _records(record)
+    jailer_argv = next(c["jailer_argv"] for c in calls if "jailer_argv" in c)
+    assert jailer_argv[jailer_argv.index("--uid") + 1] == "10000"
+    assert jailer_argv[jailer_argv.index("--gid") + 1] == "10000"
+    assert jailer_argv[jailer_argv.index("--exec-file") + 1] == env["IRIS_FIRECRACKER_BIN"]
+    assert "--no-seccomp" not in jailer_argv
+    files = next(c["chroot_files"] for c in calls if "chroot_files" in c)
+    assert {"rootfs.ext4", "vmlinux", "workspace-in.tar", "workspace-out.tar"} <= set(files)
+    # The in-drive carries the command's environment (its run token): Firecracker's, 0600.
+    assert next(c["in_drive"] for c in calls if "in_drive" in c) == [0o600, 10000]
+    api = [(c["path"], c["body"]) for c in calls if c.get("method") == "PUT"]
+    boot = dict(api)["/boot-source"]
+    assert boot["kernel_image_path"] == "vmlinux" and "init=/sbin/iris-init" in boot["boot_args"]
+    assert dict(api)["/drives/rootfs"]["is_root_device"] is True
+    assert dict(api)["/drives/workspace_in"]["is_read_only"] is True
+    assert not any(path.startswith("/network-interfaces") for path, _ in api)
+    assert api[-1] == ("/actions", {"action_type": "InstanceStart"})
+    # Every VM's jail, rootfs copy included, is gone with the VM.
+    assert list((tmp_path / "jail" / "firecracker").iterdir()) == []
+
+
+def test_firecracker_net_plans_a_tap_device_and_removes_it(
+    tmp_path: Path, start_iris: Callable[..., IrisServer]
+) -> None:
+    _require()
+    probe = subprocess.run(
+        ["ip", "tuntap", "add", "dev", "ifcprobe", "mode", "tap"], check=False, capture_output=True
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"cannot create a TAP device here: {probe.stderr.decode().strip()}")
+    subprocess.run(["ip", "link", "del", "ifcprobe"], check=False, capture_output=True)
+    env, record = _environment(tmp_path)
+    served_turn(start_iris, tmp_path, "firecracker:net", **env)
+    api = [(c["path"], c["body"]) for c in _records(record) if c.get("method") == "PUT"]
+    nets = [body for path, body in api if path == "/network-interfaces/eth0"]
+    assert nets and all(body["host_dev_name"].startswith("ifc") for body in nets)
+    boots = [body["boot_args"] for path, body in api if path == "/boot-source"]
+    assert all(" ip=172.30." in args for args in boots)
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True)
+    for body in nets:
+        assert f" {body['host_dev_name']}:" not in links.stdout  # removed with its VM
+
+
+def test_a_missing_kernel_stops_serve(tmp_path: Path) -> None:
+    env, _ = _environment(tmp_path)
+    env["IRIS_FIRECRACKER_KERNEL"] = str(tmp_path / "no-such-kernel")
+    cli_env = clean_environment(
+        IRIS_DATA_DIR=str(tmp_path / "data"), IRIS_API_PORT=str(free_port()), **env
+    )
+    result = run_iris("serve", "--sandbox", "firecracker", env=cli_env, timeout=60)
+    assert result.returncode != 0
+    assert "IRIS_FIRECRACKER_KERNEL must name a file" in result.stderr
+
+
+REAL = ("IRIS_TEST_FIRECRACKER_KERNEL", "IRIS_TEST_FIRECRACKER_ROOTFS")
+
+
+def test_a_real_microvm_boots_and_runs_the_command(
+    tmp_path: Path, start_iris: Callable[..., IrisServer]
+) -> None:
+    """Runs where Firecracker can boot a VM: firecracker and jailer on PATH, /dev/kvm, and a
+    kernel and rootfs (with /sbin/iris-init, docs/sandbox.md) named by IRIS_TEST_FIRECRACKER_*.
+    """
+    missing = [name for name in ("firecracker", "jailer") if shutil.which(name) is None]
+    missing += [name for name in REAL if not os.environ.get(name)]
+    if missing or not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        pytest.skip(
+            "needs a host where Firecracker boots a VM (this machine is itself a nested microVM "
+            f"where no stock kernel boots); missing: {', '.join(missing) or '/dev/kvm'}"
+        )
+    env = {
+        "IRIS_FIRECRACKER_KERNEL": os.environ[REAL[0]],
+        "IRIS_FIRECRACKER_ROOTFS": os.environ[REAL[1]],
+        "IRIS_FIRECRACKER_CHROOT_BASE": str(tmp_path / "jail"),
+    }
+    iris, report, results = served_turn(start_iris, tmp_path, "firecracker", **env)
+    assert_boundary(iris.data_dir, report, results)
+    assert report["links"] == "lo,"

@@ -1,0 +1,40 @@
+"""``register_sandboxes``: a plugin's level (the probe plugin's) is chosen with IRIS_SANDBOX, runs
+the bash and file tools, and is proven like a built-in one; a level that claims a boundary it
+does not have is refused at start-up."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
+from tests.sandbox.support import assert_boundary, require_tools, served_turn
+from tests.test_plugins import python_path
+
+
+def test_a_plugin_level_serves_a_turn(
+    tmp_path: Path, start_iris: Callable[..., IrisServer]
+) -> None:
+    require_tools("bwrap", "ip")
+    iris, report, results = served_turn(
+        start_iris,
+        tmp_path,
+        "probe-box",
+        IRIS_LOAD_PLUGINS="scripted,probe",
+        PYTHONPATH=python_path(),
+    )
+    assert_boundary(iris.data_dir, report, results)
+    assert report["hostname"] == "probe-box"
+
+
+def test_a_level_whose_probe_shows_the_host_stops_serve(tmp_path: Path) -> None:
+    env = clean_environment(
+        PYTHONPATH=python_path(),
+        IRIS_DATA_DIR=str(tmp_path / "data"),
+        IRIS_API_PORT=str(free_port()),
+        IRIS_LOAD_PLUGINS="probe",
+    )
+    result = run_iris("serve", "--sandbox", "probe-leaky", env=env, timeout=60)
+    assert result.returncode != 0
+    assert "sandbox 'probe-leaky' shows the host" in result.stderr
+    assert "Iris's data folder is visible inside" in result.stderr

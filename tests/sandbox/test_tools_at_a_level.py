@@ -1,0 +1,134 @@
+"""The bash and file tools at an isolating level, called directly: the same contract as on the
+host (timeout and Stop kill everything, output caps), and the file tools see exactly the
+workspace the command sees."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from iris_runtime.engine.tools import ToolContext
+from iris_runtime.tools.attach import AttachTool
+from iris_runtime.tools.bash import BashTool
+from iris_runtime.tools.files import EditTool, ReadTool, WriteTool
+from iris_runtime.tools.sandbox import Sandbox, open_sandbox
+from iris_runtime.tools.sandbox.levels import BUILT_IN_LEVELS
+from tests.sandbox.support import require_tools
+
+LEVELS = ["namespace", "gvisor:ptrace"]
+
+
+def _open(level: str, data_dir: Path) -> Sandbox:
+    if level.startswith("gvisor"):
+        if os.geteuid() != 0:
+            pytest.skip("runsc runs as root")
+        require_tools("runsc")
+    else:
+        require_tools("bwrap")
+    return open_sandbox(level, BUILT_IN_LEVELS, data_dir, {})
+
+
+@pytest.fixture(params=LEVELS)
+def ctx(request: pytest.FixtureRequest, tmp_path: Path) -> ToolContext:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(mode=0o700)
+    (data_dir / "api-token").write_text("secret-token\n")
+    (data_dir / "MEMORY.md").write_text("remember this\n")
+    sandbox = _open(request.param, data_dir)
+    return ToolContext(
+        workspace=data_dir,
+        channel_dir=data_dir / "chan",
+        abort=threading.Event(),
+        upload_file=lambda path, title: None,
+        timeout_seconds=30,
+        output_max_chars=2000,
+        sandbox=request.param,
+        sandboxes={request.param: sandbox},
+    )
+
+
+def _running(marker: str) -> list[str]:
+    found = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True, check=False)
+    return [line for line in found.stdout.splitlines() if "pgrep" not in line]
+
+
+def test_timeout_kills_everything_the_command_started(ctx: ToolContext) -> None:
+    # Two sleeps, one in the background: both must be gone when the tool returns.
+    result = BashTool().run({"command": "sleep 971 & sleep 972; echo never", "timeout": 1}, ctx)
+    assert result.is_error and result.text.endswith("killed: timed out after 1s")
+    assert _running("sleep 97[12]") == []
+    # Under gVisor the sleeps are the Sentry's, not host processes: its sandbox must be gone.
+    assert _running(f"runsc.*{ctx.workspace}") == []
+
+
+def test_stop_kills_the_command(ctx: ToolContext) -> None:
+    threading.Timer(1.0, ctx.abort.set).start()
+    result = BashTool().run({"command": "sleep 973"}, ctx)
+    assert result.text.endswith("killed: stopped")
+    assert _running("sleep 973") == []
+    assert _running(f"runsc.*{ctx.workspace}") == []
+
+
+def test_output_cap_and_saved_full_output(ctx: ToolContext) -> None:
+    result = BashTool().run({"command": "seq 1 5000; echo err >&2"}, ctx)
+    assert result.text.startswith("[output truncated")
+    full = Path(result.details["full_output"])
+    assert full.read_text().splitlines()[-1] == "err"  # stdout and stderr, in order
+    assert full.read_text().splitlines()[0] == "1"
+
+
+def test_file_tools_see_the_commands_workspace(ctx: ToolContext) -> None:
+    work = ctx.workspace / "work"
+    wrote = WriteTool().run({"path": "notes/a.txt", "content": "from write\n"}, ctx)
+    assert not wrote.is_error, wrote.text
+    assert (work / "notes" / "a.txt").read_text() == "from write\n"
+    seen = BashTool().run({"command": "cat /workspace/notes/a.txt; echo made > b.txt"}, ctx)
+    assert seen.text.startswith("from write"), seen.text
+    assert ReadTool().run({"path": "/workspace/b.txt"}, ctx).text == "made\n"
+    edited = EditTool().run({"path": "b.txt", "old_text": "made", "new_text": "edited"}, ctx)
+    assert not edited.is_error
+    again = BashTool().run({"command": "cat b.txt"}, ctx)
+    assert again.text.startswith("edited")
+    # The agent's memory is readable at /agent, by the command and the tools, never writable.
+    assert BashTool().run({"command": "cat /agent/MEMORY.md"}, ctx).text.startswith("remember")
+    assert ReadTool().run({"path": "/agent/MEMORY.md"}, ctx).text == "remember this\n"
+    refused = WriteTool().run({"path": "/agent/MEMORY.md", "content": "x"}, ctx)
+    assert refused.is_error and "read-only" in refused.text
+    assert BashTool().run({"command": "echo x >> /agent/MEMORY.md"}, ctx).is_error
+
+
+def test_file_tools_refuse_what_the_command_cannot_see(ctx: ToolContext) -> None:
+    token = ctx.workspace / "api-token"
+    for path in (str(token), "../api-token", "/workspace/../api-token", "/etc/passwd"):
+        result = ReadTool().run({"path": path}, ctx)
+        assert result.is_error and "outside the workspace" in result.text, path
+    assert WriteTool().run({"path": "../escape.txt", "content": "x"}, ctx).is_error
+    assert not (ctx.workspace / "escape.txt").exists()
+    attached = AttachTool().run({"path": str(token)}, ctx)
+    assert attached.is_error
+    assert "secret-token" not in BashTool().run({"command": f"cat {token}"}, ctx).text
+
+
+def test_switching_levels_hands_the_work_folder_over(tmp_path: Path) -> None:
+    """gVisor's commands write as uid 10000 on the host, namespace's as Iris's own uid: after a
+    switch the next level's commands can still change what the last one's made."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir(mode=0o700)
+    first = _open("gvisor:ptrace", data_dir)
+    ctx = ToolContext(
+        workspace=data_dir,
+        channel_dir=data_dir / "chan",
+        abort=threading.Event(),
+        upload_file=lambda path, title: None,
+        sandbox="gvisor:ptrace",
+        sandboxes={"gvisor:ptrace": first},
+    )
+    assert not BashTool().run({"command": "mkdir -p d && echo one > d/f"}, ctx).is_error
+    second = _open("namespace", data_dir)
+    ctx.sandbox, ctx.sandboxes = "namespace", {"namespace": second}
+    result = BashTool().run({"command": "echo two >> d/f && cat d/f"}, ctx)
+    assert result.text == "one\ntwo\nexit code 0"
