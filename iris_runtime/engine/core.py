@@ -13,7 +13,7 @@ from typing import Any
 
 from iris_runtime.config import Settings
 from iris_runtime.data_layout import CHANNELS_JSON
-from iris_runtime.engine.agent import AgentLoop, AgentOutcome, AgentSetup
+from iris_runtime.engine.agent import AgentLoop, AgentSetup
 from iris_runtime.engine.channels import resolve_channel_dir
 from iris_runtime.engine.compaction import kept_count, needs_compaction, summarize
 from iris_runtime.engine.dispatch_config import ChannelModes
@@ -22,6 +22,7 @@ from iris_runtime.engine.observers import ObserverHub
 from iris_runtime.engine.output import RunSink
 from iris_runtime.engine.prompt import build_system_prompt
 from iris_runtime.engine.provider import Message, Provider
+from iris_runtime.engine.results import crashed_result, outcome_result
 from iris_runtime.engine.routing import MessageRouter, RouteRequest
 from iris_runtime.engine.runs import Run, RunResult, RunTicket
 from iris_runtime.engine.scheduler import RunScheduler
@@ -223,25 +224,12 @@ class Engine:
             result = routed or self._think(run, ctx, profile, sink, history, slot)
         except Exception as exc:
             log.exception("run %s on %s crashed", run.run_id, run.channel)
-            result = self._crashed(run, sink, exc)
+            result = crashed_result(run, sink, exc)
         finally:
             _quietly(ctx.set_working, False)
         self._safe_log_reply(run, result)
         _quietly(sink.final, result.text)  # the reply is logged: a broken watcher changes nothing
         return result
-
-    @staticmethod
-    def _crashed(run: Run, sink: RunSink, exc: Exception) -> RunResult:
-        """A run that raised: its waiters still get what it said, then why it ended."""
-        code = exc.code if isinstance(exc, IrisError) else "run_crashed"
-        note = f"(run failed: {exc})"
-        try:
-            sink.respond_in_thread(note)
-            text = sink.accumulated() or note
-        except Exception:  # the transport itself may be what broke
-            log.exception("could not report the crash of run %s", run.run_id)
-            text = note
-        return RunResult(run.run_id, "failed", text, str(exc), code)
 
     def add_router(self, router: MessageRouter, *, first: bool = False) -> None:
         """Offer every message to ``router`` before the model sees it (see engine.routing);
@@ -312,7 +300,11 @@ class Engine:
         """The model's turn: the agent loop over the provider and the tools (Iris's own, or
         those of the run's :class:`AgentSetup`)."""
         setup = run.setup
-        system = setup.system if setup else self._system_prompt(profile, ctx)
+        system = (
+            "\n\n".join([setup.system, *self._sandbox_section()])
+            if setup
+            else self._system_prompt(profile, ctx)
+        )
         provider = setup.provider if setup else self.provider
         loop = AgentLoop.for_setup(setup, self.settings.max_turns) if setup else self._loop
         tool_ctx = ToolContext(
@@ -341,7 +333,7 @@ class Engine:
         if outcome.silent and not outcome.replies:
             # Nothing to say (typical of events): the transport drops its placeholder, if any.
             ctx.delete_message()
-        return self._result_of(run, outcome, ctx.accumulated_text(), sink)
+        return outcome_result(run, outcome, ctx.accumulated_text(), sink)
 
     def _system_prompt(self, profile: TransportPromptProfile, ctx: MessageContext) -> str:
         skills = discover_skills(self.settings.workspace, self._extra_skills)
@@ -385,24 +377,6 @@ class Engine:
         )
         # ``history`` predates this run's user message, which the loop appends itself.
         return summary_messages(summary) + history[len(history) - kept :]
-
-    @staticmethod
-    def _result_of(run: Run, outcome: AgentOutcome, accumulated: str, sink: RunSink) -> RunResult:
-        turns = tuple(outcome.turn_usage)
-        if outcome.status in {"failed", "max_turns"}:
-            note = f"(run failed: {outcome.error})"
-            sink.respond_in_thread(note)
-            text = sink.accumulated() or note
-            return RunResult(
-                run.run_id, "failed", text, outcome.error, "run_failed", outcome.usage, turns
-            )
-        if outcome.usage.input_tokens or outcome.usage.output_tokens:
-            sink.usage(outcome.usage)
-        text = accumulated or "\n\n".join(outcome.replies)
-        silent = outcome.silent and not outcome.replies
-        return RunResult(
-            run.run_id, outcome.status, text, usage=outcome.usage, turn_usage=turns, silent=silent
-        )
 
     def _log_user(self, run: Run, **extra: object) -> None:
         event = run.event
