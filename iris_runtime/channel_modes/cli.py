@@ -50,7 +50,7 @@ def channels_summary(settings: Settings) -> tuple[str, str]:
     if missing:
         return "warn", (
             f"{path}: {counts}{default}; passthrough to unknown agent(s) {', '.join(missing)} "
-            "(answered \"not available\" until it is registered or loaded)"
+            '(answered "not available" until it is registered or loaded)'
         )
     return "ok", f"{path}: {counts}{default}"
 
