@@ -5,8 +5,8 @@ its thread, a mention is ``@bot`` in the text, a reply to the bot or a command. 
 a thread outside topics (``threads=False``), so a message outside any topic belongs to the chat's
 own conversation (``tg-<chat>``) in every mode, answered as a reply to it: a top-level follow-up
 keeps the history and a top-level ``/stop`` reaches the run. A topic's conversation is
-``tg-<chat>@<topic id>``. Edits never reach here (only ``message`` updates are read). A chat without a mode keeps the transport's usual behaviour:
-every allowed message runs.
+``tg-<chat>@<topic id>``. Edits never reach here (only ``message`` updates are read). A chat
+without a mode keeps the transport's usual behaviour: every allowed message runs.
 """
 
 from __future__ import annotations
