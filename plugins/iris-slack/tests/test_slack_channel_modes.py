@@ -332,6 +332,14 @@ def test_a_custom_agent_cannot_run_in_an_admin_channel(
     assert "error" in answer and "admin" in answer["error"], answer
     answer = reach(sock, "run", chat=chat, text="status please")
     assert "error" in answer, answer
+    # An event from Iris's API is not an admin either: admin commands refuse it.
+    posted = iris.post("/channels/CADMIN001/events", json_body={"text": "/channels reload"})
+    assert posted.status == 202, posted.body
+    fake.wait_for(
+        lambda f: "Sorry, only this channel's admins can ask me things here."
+        in top_level_replies(f, "CADMIN001"),
+        "the refusal of an admin command from the API",
+    )
     fake.user_message("CADMIN001", "/channels", user=ADMIN)  # a real admin still can
     fake.wait_for(lambda f: len(top_level_replies(f, "CADMIN001")) > before, "the admin's command")
     assert not [t for t in top_level_replies(fake, "CADMIN001") if "Reloaded" in t][before:]
