@@ -35,12 +35,16 @@ def load(settings: Settings) -> DispatchConfig:
 
 
 def channels_summary(settings: Settings) -> tuple[str, str]:
-    """``(ok|fail, detail)`` for ``iris doctor``."""
+    """``(ok|warn|fail, detail)`` for ``iris doctor`` (warn: a passthrough names an unknown
+    agent)."""
     path = channels_path(settings)
     try:
         config = load(settings)
     except ConfigError as exc:
-        return "fail", f"{path}: {exc.message}; a serving Iris keeps its previous configuration"
+        return "fail", (
+            f"{path}: {exc.message}; a serving Iris keeps its previous configuration (with none "
+            "since it started, it ignores the channels the file lists)"
+        )
     if not path.exists():
         return "ok", f"no {path}: every channel keeps its transport's usual behaviour"
     modes = [rule.mode for rule in config.channels.values()]

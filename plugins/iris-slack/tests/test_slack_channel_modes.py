@@ -336,8 +336,10 @@ def test_a_custom_agent_cannot_run_in_an_admin_channel(
     posted = iris.post("/channels/CADMIN001/events", json_body={"text": "/channels reload"})
     assert posted.status == 202, posted.body
     fake.wait_for(
-        lambda f: "Sorry, only this channel's admins can ask me things here."
-        in top_level_replies(f, "CADMIN001"),
+        lambda f: (
+            "Sorry, only this channel's admins can ask me things here."
+            in top_level_replies(f, "CADMIN001")
+        ),
         "the refusal of an admin command from the API",
     )
     fake.user_message("CADMIN001", "/channels", user=ADMIN)  # a real admin still can
