@@ -5,9 +5,10 @@
     /channels           the channel modes in force (and a problem with channels.json)
     /channels reload    read channels.json now
 
-Only admins reach a run in an admin channel (the dispatch refuses everyone else), so the router
-only has to check that the message's channel is one. ``/subagents`` is its own router and works
-here as everywhere.
+A transport's dispatch already refuses everyone but the admins, yet runs also start elsewhere
+(Iris's API, a custom agent's reach ``run``, which is refused in admin channels): so the router
+checks the event's user against the channel's admins itself, and answers nobody else.
+``/subagents`` is its own router and works here as everywhere.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import re
 from iris_runtime.agents.registry import registry_for
 from iris_runtime.custom_agents.router import picker_entries
 from iris_runtime.engine.core import Engine
-from iris_runtime.engine.dispatch import DispatchConfig, split_conversation
+from iris_runtime.engine.dispatch import REFUSAL, DispatchConfig, split_conversation
 from iris_runtime.engine.routing import RouteOutcome, RouteRequest
 from iris_runtime.errors import IrisError
 from iris_runtime.events.catalog import list_events
@@ -45,6 +46,8 @@ class AdminCommands:
         rule = modes.current().rule_for(channel)
         if rule is None or rule.mode != "admin":
             return None  # elsewhere it is an ordinary message
+        if request.event.user not in rule.admins:
+            return RouteOutcome(REFUSAL)
         verb, rest = match.group(1).lower(), (match.group(2) or "").strip().lower()
         if verb == "agents":
             return RouteOutcome(self._agents())

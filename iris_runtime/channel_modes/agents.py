@@ -1,4 +1,5 @@
-"""The agents a passthrough channel may name: registered bridge sub-agents and custom agents."""
+"""The agents a passthrough channel may name: registered bridge sub-agents and custom agents
+(checked by ``iris channels set`` for the entry it writes, and warned about by ``iris doctor``)."""
 
 from __future__ import annotations
 
@@ -18,17 +19,6 @@ def bridge_names(settings: Settings) -> list[str]:
     except IrisError as exc:  # an unreadable agents.json names nobody; doctor says why
         log.error("agents.json is unreadable: %s", exc.message)
         return []
-
-
-def served_agent_names(
-    settings: Settings, custom: Callable[[], Collection[str]]
-) -> Callable[[], Collection[str]]:
-    """Names known to a serving Iris: ``custom`` gives the custom agents loaded right now."""
-
-    def names() -> Collection[str]:
-        return {*bridge_names(settings), *custom()}
-
-    return names
 
 
 def offline_agent_names(settings: Settings) -> Callable[[], Collection[str]]:

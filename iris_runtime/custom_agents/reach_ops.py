@@ -17,6 +17,7 @@ from typing import Any
 from iris_runtime.custom_agents.service import CustomAgents
 from iris_runtime.custom_agents.turns import Turn
 from iris_runtime.engine.channels import SESSION_PREFIX, session_channel
+from iris_runtime.engine.dispatch import split_conversation
 from iris_runtime.engine.sessions import LOG_NAME
 from iris_runtime.engine.transport import TransportEvent
 from iris_runtime.errors import IrisError
@@ -154,6 +155,10 @@ def _note(agents: CustomAgents, request: dict[str, Any]) -> Reply:
 def _run(agents: CustomAgents, request: dict[str, Any]) -> Reply:
     text, name = _text(request), _from(request)
     chat_id, channel = _chat(agents, request)
+    if _admin_channel(agents, channel):
+        # Only the admins people name in channels.json run there; a custom agent is none of
+        # them, whatever name it gives (a name grants nothing).
+        return {"error": "the chat is an admin channel (channels.json): only its admins run there"}
     if not agents.rate.allow():
         return RATE_LIMITED
     event = TransportEvent(channel=channel, text=text, user=name or "reach")
@@ -164,6 +169,12 @@ def _run(agents: CustomAgents, request: dict[str, Any]) -> Reply:
     if not accepted:
         return {"error": "the chat is busy: too many messages are waiting"}
     return {"ok": True, "chat_id": chat_id}
+
+
+def _admin_channel(agents: CustomAgents, channel: str) -> bool:
+    base, _ = split_conversation(channel)
+    rule = agents.engine.channel_modes.current().rule_for(base)
+    return rule is not None and rule.mode == "admin"
 
 
 def _chat_new(agents: CustomAgents, request: dict[str, Any]) -> Reply:

@@ -9,7 +9,8 @@ thread rules, so they cannot drift apart between platforms.
 The six modes (a channel without an entry keeps its transport's own behaviour):
 
 - ``dm``: every message runs, no mention needed; one conversation for the channel.
-- ``admin``: only the listed admins run (and admin commands work); others get a refusal.
+- ``admin``: only the listed admins run (and admin commands work); anyone else who addresses
+  Iris gets a refusal, and everything else is left alone.
 - ``thread``: a mention runs; a top-level mention starts a thread answered in that thread; each
   thread is its own conversation; later messages in it need a mention too.
 - ``interactive-thread``: as ``thread``, but once Iris has answered in a thread, every later
@@ -17,7 +18,11 @@ The six modes (a channel without an entry keeps its transport's own behaviour):
 - ``leads``: every top-level message runs and is answered in its own thread (one conversation per
   thread); replies in a thread follow the ``thread`` rules.
 - ``passthrough``: every message goes to the named agent without Iris's model, answered in the
-  message's thread (one conversation per thread; per channel where threads are only topics).
+  message's thread (one conversation per thread).
+
+Where a reply cannot open a thread (:attr:`InboundMessage.threads` is False: threads exist only
+as made beforehand), a top-level message belongs to the channel's own conversation in every mode,
+so follow-ups keep their history and a stop at top level reaches the run.
 
 Pure: no I/O, no platform words. Whether Iris has answered in a thread is an input
 (:attr:`InboundMessage.thread_answered`), looked up by the caller.
@@ -55,8 +60,8 @@ class InboundMessage:
     from_bot: bool = False  # posted by a bot (Iris included)
     edited: bool = False  # an edit of an earlier message
     thread_answered: bool = False  # Iris has already answered in ``thread``
-    # Whether a reply can open a thread under any message (False where threads are only
-    # topics made beforehand): a passthrough then keeps one conversation for the channel.
+    # Whether a reply can open a thread under any message (False where threads exist only as
+    # made beforehand): top-level messages then share the channel's one conversation.
     threads: bool = True
 
 
@@ -77,10 +82,22 @@ class ChannelRule:
 
 @dataclass(frozen=True)
 class DispatchConfig:
-    """Rules by channel id, plus ``defaults`` for group channels that have none."""
+    """Rules by channel id, plus ``defaults`` for group channels that have none.
+
+    ``held`` (channel ids) and ``hold_rest`` (``"groups"``: every group channel, ``"all"``:
+    every channel) fail closed while no good file has loaded: those channels were listed in a
+    file that was rejected, so they are ignored rather than given their usual behaviour (an
+    admin channel must never turn into an open one)."""
 
     channels: Mapping[str, ChannelRule] = field(default_factory=lambda: MappingProxyType({}))
     defaults: ChannelRule | None = None
+    held: frozenset[str] = frozenset()
+    hold_rest: str | None = None
+
+    def holds(self, channel: str, *, direct: bool = False) -> bool:
+        if channel in self.held or self.hold_rest == "all":
+            return True
+        return self.hold_rest == "groups" and not direct
 
     def rule_for(self, channel: str, *, direct: bool = False) -> ChannelRule | None:
         """The channel's rule; a direct conversation is never covered by ``defaults`` (a
@@ -123,6 +140,8 @@ def split_conversation(key: str) -> tuple[str, str | None]:
 def resolve_dispatch(inbound: InboundMessage, config: DispatchConfig) -> Decision:
     rule = config.rule_for(inbound.channel, direct=inbound.direct)
     if rule is None:
+        if config.holds(inbound.channel, direct=inbound.direct):
+            return Decision(IGNORE, reason="listed in a rejected channels.json: held back")
         return Decision(UNCONFIGURED, reason="no rule for this channel")
     if inbound.from_bot or inbound.edited:
         why = "a bot's message" if inbound.from_bot else "an edit"
@@ -134,6 +153,8 @@ def resolve_dispatch(inbound: InboundMessage, config: DispatchConfig) -> Decisio
     if mode == "admin":
         if inbound.user in rule.admins:
             return Decision(RUN, mode, channel, thread, reason="an admin")
+        if not (inbound.mentioned or inbound.direct):
+            return Decision(IGNORE, mode, reason="not an admin, not addressing Iris")
         return Decision(
             REFUSE,
             mode,
@@ -150,7 +171,7 @@ def resolve_dispatch(inbound: InboundMessage, config: DispatchConfig) -> Decisio
     if thread is None:
         if mode == "leads" or inbound.mentioned:
             why = "a new lead" if mode == "leads" else "a mention starts a thread"
-            own = inbound.message_id
+            own = inbound.message_id if inbound.threads else None
             return Decision(RUN, mode, conversation_key(channel, own), own, reason=why)
         return Decision(IGNORE, mode, reason="top level without a mention")
     if inbound.mentioned or (mode == "interactive-thread" and inbound.thread_answered):

@@ -9,12 +9,16 @@ Shape::
 
 Keys are Iris channel ids (``defaults`` covers group channels without an entry); ``admins`` are
 the platform's user ids as strings. Anything else is an error: an unknown field or mode, a
-missing ``agent`` for ``passthrough`` or ``admins`` for ``admin``, a field a mode does not use,
-an agent that is neither a registered sub-agent nor a loaded custom agent.
+duplicate key, a missing ``agent`` for ``passthrough`` or ``admins`` for ``admin``, a field a
+mode does not use. Whether a passthrough's agent exists is not part of the file's validity
+(agents come and go; the relay answers "not available"): :func:`missing_agents` reports it, as a
+warning of ``iris doctor``.
 
 :class:`ChannelModes` is what a running Iris asks on every message: it re-reads the file when it
 changes (no restart), and a bad file is logged and kept as the :attr:`ChannelModes.problem` while
-the previous good configuration stays in force (Iris never stops over it).
+the previous good configuration stays in force (Iris never stops over it). Until a good file has
+loaded, a rejected file fails closed: the channels it lists (every channel, when it cannot even
+be read as an object) are ignored, never given their usual behaviour.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import replace
@@ -52,14 +57,22 @@ MAX_FILE_BYTES = 1 << 20
 MAX_ADMINS = 1000
 MAX_USER_ID = 128
 AgentNames = Callable[[], Collection[str]]
+_NEVER = object()
 
 
-def parse_channels(text: str, agent_names: AgentNames | None = None) -> DispatchConfig:
-    """The configuration in ``text``, or :class:`ConfigError` naming the first problem.
-    ``agent_names`` (the agents a passthrough may name) is asked only if one names an agent;
-    None skips that check."""
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ConfigError(f"duplicate key {key[:80]!r}")
+        out[key] = value
+    return out
+
+
+def parse_channels(text: str) -> DispatchConfig:
+    """The configuration in ``text``, or :class:`ConfigError` naming the first problem."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from exc
     if not isinstance(data, dict):
@@ -77,18 +90,29 @@ def parse_channels(text: str, agent_names: AgentNames | None = None) -> Dispatch
         if THREAD_SEPARATOR in key:
             raise ConfigError(f"{key[:80]!r}: a channel id, not a thread ('@' is not allowed)")
         channels[key] = _rule(value, key)
-    config = DispatchConfig(MappingProxyType(channels), defaults)
+    return DispatchConfig(MappingProxyType(channels), defaults)
+
+
+def missing_agents(config: DispatchConfig, agent_names: AgentNames) -> list[str]:
+    """The agents the passthroughs name that ``agent_names`` does not know (asked only when a
+    passthrough names one)."""
     wanted = config.agents()
-    if wanted and agent_names is not None:
-        known = set(agent_names())
-        unknown = sorted(wanted - known)
-        if unknown:
-            have = ", ".join(sorted(known)) or "none"
-            raise ConfigError(
-                f"unknown agent(s) {', '.join(unknown)}: a passthrough names a registered "
-                f"sub-agent or a loaded custom agent (known: {have})"
-            )
-    return config
+    if not wanted:
+        return []
+    return sorted(wanted - set(agent_names()))
+
+
+def held_back(text: str | None) -> DispatchConfig:
+    """What a rejected file fails closed to while no good file has loaded: the channels it
+    lists (as far as it can be read) are ignored; every channel when it names none readably."""
+    try:
+        data = json.loads(text) if text is not None else None
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        return DispatchConfig(hold_rest="all")
+    held = frozenset(k for k in data if isinstance(k, str) and k != DEFAULTS_KEY)
+    return DispatchConfig(held=held, hold_rest="groups" if DEFAULTS_KEY in data else None)
 
 
 def _rule(value: Any, where: str) -> ChannelRule:
@@ -107,10 +131,7 @@ def _rule(value: Any, where: str) -> ChannelRule:
             raise ConfigError(f'{where}: admin mode needs "admins", a list of user ids')
         for admin in admins:
             if not isinstance(admin, str) or not admin.strip() or len(admin) > MAX_USER_ID:
-                raise ConfigError(
-                    f"{where}: admins are user ids as strings (numeric ids in decimal), "
-                    f"got {admin!r}"
-                )
+                raise ConfigError(f"{where}: admins are user ids as strings, got {admin!r}")
     elif admins is not None:
         raise ConfigError(f'{where}: "admins" applies to admin mode only')
     if mode == "passthrough":
@@ -119,25 +140,37 @@ def _rule(value: Any, where: str) -> ChannelRule:
         agent = agent.strip().lstrip("@").lower()
     elif agent is not None:
         raise ConfigError(f'{where}: "agent" applies to passthrough mode only')
-    return ChannelRule(mode, frozenset(admins or ()), agent)
+    return ChannelRule(mode, frozenset(a.strip() for a in admins or ()), agent)
 
 
-def read_channels(path: Path, agent_names: AgentNames | None = None) -> DispatchConfig:
-    """The file's configuration (empty when it does not exist); ConfigError when it is bad."""
+def read_text(path: Path) -> str | None:
+    """The file's text (None when it does not exist); ConfigError when it cannot be read.
+    Opened without blocking and checked to be a regular file: a FIFO must not hang Iris."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        return DispatchConfig()
+        return None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"{path} is not a regular file")
+        try:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if len(raw) > MAX_FILE_BYTES:
         raise ConfigError(f"larger than {MAX_FILE_BYTES} bytes")
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError("not UTF-8 text") from exc
-    return parse_channels(text, agent_names)
+
+
+def read_channels(path: Path) -> DispatchConfig:
+    """The file's configuration (empty when it does not exist); ConfigError when it is bad."""
+    text = read_text(path)
+    return DispatchConfig() if text is None else parse_channels(text)
 
 
 class ChannelModes:
@@ -147,24 +180,17 @@ class ChannelModes:
         self.path = path
         self._data_dir = data_dir
         self._lock = threading.Lock()
-        self._agent_names: AgentNames | None = None
         self._config = DispatchConfig()
-        self._seen: object = None  # what the file was when last read
+        self._loaded = False  # a good file (or no file) has been read since start-up
+        self._seen: object = _NEVER  # what the file was when last read (None: absent)
         self.problem: str | None = None  # why the file on disk is not in force
 
-    def set_agent_names(self, names: AgentNames) -> None:
-        """Where passthrough agents are checked (set by the runtime once agents are known)."""
-        with self._lock:
-            self._agent_names = names
-            self._seen = None  # check the file again against them
-
     def current(self) -> DispatchConfig:
-        """The configuration in force (one ``stat`` when the file has not changed)."""
+        """The configuration in force (one ``stat`` when the file has not changed, whether it
+        was taken or rejected)."""
         sig = signature(self.path)
         with self._lock:
-            # A rejected file is looked at again every time: the agent it names may have been
-            # registered since, which changes nothing on disk.
-            if sig == self._seen and self.problem is None:
+            if sig == self._seen:
                 return self._config
             return self._load(sig)
 
@@ -174,10 +200,17 @@ class ChannelModes:
             return self._load(signature(self.path))
 
     def _load(self, sig: object) -> DispatchConfig:
+        text: str | None = None
         try:
-            config = read_channels(self.path, self._agent_names)
+            text = read_text(self.path)
+            config = DispatchConfig() if text is None else parse_channels(text)
         except ConfigError as exc:
-            problem = f"{self.path}: {exc.message}; the previous configuration stays in force"
+            if self._loaded:
+                kept = "the previous configuration stays in force"
+            else:  # fail closed: what it lists must not fall back to its usual behaviour
+                kept = "the channels it lists are ignored until it is fixed"
+                self._config = held_back(text)
+            problem = f"{self.path}: {exc.message}; {kept}"
             if problem != self.problem:
                 log.error("channels.json is not valid: %s", problem)
             self.problem = problem
@@ -189,17 +222,23 @@ class ChannelModes:
                 len(config.channels),
                 f", defaults {config.defaults.mode}" if config.defaults else "",
             )
-        self._config, self.problem, self._seen = config, None, sig
+        self._config, self.problem, self._seen, self._loaded = config, None, sig, True
         return config
 
     def decide(self, inbound: InboundMessage) -> Decision:
         """:func:`resolve_dispatch` over the configuration in force, knowing whether Iris has
         already answered in the message's thread (its conversation has a log)."""
-        if inbound.thread is not None and not inbound.thread_answered:
-            answered = self.answered(conversation_key(inbound.channel, inbound.thread))
-            if answered:
-                inbound = replace(inbound, thread_answered=True)
-        return resolve_dispatch(inbound, self.current())
+        config = self.current()
+        rule = config.rule_for(inbound.channel, direct=inbound.direct)
+        if (
+            rule is not None
+            and rule.mode == "interactive-thread"
+            and inbound.thread is not None
+            and not inbound.thread_answered
+            and self.answered(conversation_key(inbound.channel, inbound.thread))
+        ):
+            inbound = replace(inbound, thread_answered=True)
+        return resolve_dispatch(inbound, config)
 
     def answered(self, conversation: str) -> bool:
         """Whether Iris has run in this conversation (its log exists); durable over restarts."""

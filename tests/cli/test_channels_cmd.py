@@ -74,3 +74,34 @@ def test_doctor_reports_a_bad_file(tmp_path: Path) -> None:
     (data / "channels.json").write_text("{")
     code, _, err = channels(data, "list")
     assert code != 0 and "not JSON" in err
+
+
+def test_the_cli_repairs_what_doctor_reports(tmp_path: Path) -> None:
+    # A passthrough names an agent that is gone (its manifest broke): doctor warns, the file
+    # stays valid, and every other entry can still be edited; only a new entry naming an
+    # unknown agent is refused.
+    data = tmp_path / "data"
+    data.mkdir()
+    env = clean_environment(IRIS_DATA_DIR=str(data))
+    (data / "channels.json").write_text(
+        json.dumps(
+            {
+                "C0RELAY01": {"mode": "passthrough", "agent": "butler"},
+                "C0HELP001": {"mode": "dm"},
+            }
+        )
+    )
+    done = run_iris("doctor", "--json", env=env)
+    [check] = [c for c in json.loads(done.stdout)["checks"] if c["name"] == "channels"]
+    assert check["status"] == "warn" and "butler" in check["detail"], check
+    code, out, err = channels(data, "list")
+    assert code == 0 and "C0RELAY01: passthrough to butler" in out, err
+    code, _, err = channels(data, "unset", "C0HELP001")
+    assert code == 0, err
+    code, _, err = channels(data, "set", "C0LEADS01", "leads")
+    assert code == 0, err
+    code, _, err = channels(data, "set", "C0OTHER01", "passthrough", "--agent", "ghost")
+    assert code != 0 and "unknown agent(s) ghost" in err
+    code, _, err = channels(data, "unset", "C0RELAY01")
+    assert code == 0, err
+    assert json.loads((data / "channels.json").read_text()) == {"C0LEADS01": {"mode": "leads"}}

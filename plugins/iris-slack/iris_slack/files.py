@@ -1,4 +1,5 @@
-"""Files shared in a Slack message, saved into the channel's folder before its run starts."""
+"""Files shared in a Slack message, saved into its conversation's folder (the channel's, or a
+thread's own in a channel mode: ``C…@<ts>``) before its run starts."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ MAX_FILES_PER_MESSAGE = 10
 def save_files(
     api: SlackApi, limit: int, data_dir: Path, channel: str, ts: str, files: list[dict[str, Any]]
 ) -> tuple[list[Attachment], list[str]]:
-    """Download shared files into ``<channel>/attachments/`` (each at most ``limit`` bytes);
-    the problems as prompt lines."""
+    """Download shared files into ``<channel>/attachments/`` (``channel``: the conversation
+    key), each at most ``limit`` bytes; the problems as prompt lines."""
     saved: list[Attachment] = []
     problems: list[str] = []
     for index, info in enumerate(files):

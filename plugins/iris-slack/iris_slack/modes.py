@@ -13,19 +13,17 @@ comes first decides, the other is dropped by its ``channel:ts`` key. A channel s
 from __future__ import annotations
 
 import logging
-import re
 from typing import TYPE_CHECKING, Any
 
 from iris_runtime.engine.dispatch import IGNORE, REFUSE, UNCONFIGURED, InboundMessage
+from iris_slack.channel_ids import TS, mentions
 
 if TYPE_CHECKING:
     from iris_slack.transport import SlackTransport
 
 log = logging.getLogger(__name__)
 
-TS = re.compile(
-    r"[0-9]{1,12}\.[0-9]{1,9}"
-)  # a Slack message ts: a thread's id in a conversation key
+__all__ = ["TS", "dispatch", "inbound_of"]
 
 
 def inbound_of(event: dict[str, Any], bot_user_id: str | None, *, mention: bool) -> InboundMessage:
@@ -42,7 +40,7 @@ def inbound_of(event: dict[str, Any], bot_user_id: str | None, *, mention: bool)
         user=str(event.get("user") or ""),
         text=str(raw),
         thread=thread if in_thread and isinstance(thread, str) else None,
-        mentioned=mention or bool(bot_user_id and f"<@{bot_user_id}>" in str(raw)),
+        mentioned=mention or mentions(str(raw), bot_user_id),
         direct=event.get("channel_type") == "im" or channel.startswith("D"),
         from_bot=bool(event.get("bot_id"))
         or (bot_user_id is not None and event.get("user") == bot_user_id),

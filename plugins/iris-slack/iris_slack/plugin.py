@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from iris_runtime import hookimpl
 from iris_runtime.config import Settings
 from iris_runtime.engine.transport import ChannelShape
-from iris_slack.channel_ids import CHANNEL_ID, TRANSPORT_ID
+from iris_slack.channel_ids import CONVERSATION_CLAIM, CONVERSATION_ID, TRANSPORT_ID
 from iris_slack.config import SlackConfig
 
 if TYPE_CHECKING:
@@ -38,4 +38,12 @@ def register_transports(register: Callable[..., None], settings: Settings) -> No
 @hookimpl
 def register_channel_shapes(register: Callable[[ChannelShape], None]) -> None:
     # Configured or not: a Slack id is never the bridge's, so it is refused while Slack is off.
-    register(ChannelShape(TRANSPORT_ID, claims=CHANNEL_ID))
+    # A thread's conversation (C…@<ts>) too: with Slack off, or a malformed ts, it is refused.
+    register(
+        ChannelShape(
+            TRANSPORT_ID,
+            claims=CONVERSATION_CLAIM,
+            valid=CONVERSATION_ID,
+            rule="a Slack channel id, or <channel id>@<thread ts> for a thread's conversation",
+        )
+    )

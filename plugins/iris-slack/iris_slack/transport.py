@@ -43,12 +43,11 @@ from iris_runtime.engine.transport import (
 from iris_runtime.errors import EngineStopping, IrisError, NoSuchChannel, QueueFull
 from iris_slack import modes
 from iris_slack.api import SlackApi, SlackError, classify, sdk_logger
-from iris_slack.channel_ids import CHANNEL_ID
+from iris_slack.channel_ids import CHANNEL_ID, TS, mentions
 from iris_slack.config import SlackConfig
 from iris_slack.context import THINKING, SlackContext
 from iris_slack.directory import Directory
 from iris_slack.files import save_files
-from iris_slack.modes import TS
 from iris_slack.ordering import OrderedLanes
 from iris_slack.profile import SLACK_PROFILE
 from iris_slack.socket_mode import SocketModeClient
@@ -378,7 +377,7 @@ class SlackTransport:
         # In channels the app_mention starts the run; in a direct message, the message does.
         triggers = not direct if mention else direct
         if not triggers:
-            if not (self.bot_user_id and f"<@{self.bot_user_id}" in raw):
+            if not mentions(raw, self.bot_user_id):
                 self.log_only(channel, event, raw, user)
             return  # a mention's message event: its app_mention starts the run
         if self.seen_before(f"{channel}:{ts}"):
@@ -434,8 +433,8 @@ class SlackTransport:
         busy = self._engine.is_running(key)
         placeholder = self.post_quietly(channel, f"_{QUEUED if busy else THINKING}_", thread)
         attachments, problems = save_files(
-            self.api, self._config.max_file_bytes, self._data_dir, channel, ts, files
-        )
+            self.api, self._config.max_file_bytes, self._data_dir, key, ts, files
+        )  # in the conversation's folder (a thread's own in a mode), where its run reads
         if problems:
             text = "\n".join([text, *problems]).strip()
         run_event = TransportEvent(

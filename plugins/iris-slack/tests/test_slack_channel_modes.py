@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from slack_testkit import (
     write_rules,
 )
 
+from iris_runtime.engine.transport import ChannelShape
 from iris_runtime.testing.fake_slack import FakeSlack
 from iris_runtime.testing.relay_agent import RelayAgent
 from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
@@ -140,7 +142,8 @@ def test_dm_mode_runs_every_message_without_a_mention(fake: FakeSlack, iris: Iri
 def test_admin_mode_refuses_others_and_answers_admins(
     base: Path, fake: FakeSlack, iris: IrisServer
 ) -> None:
-    asked = fake.user_message("CADMIN001", "restart everything", user=OTHER)
+    chatter = fake.user_message("CADMIN001", "lunch anyone?", user=OTHER)  # not for Iris
+    asked = fake.mention("CADMIN001", "restart everything", user=OTHER)
     [refusal] = final_reply(
         fake, "CADMIN001", asked, "Sorry, only this channel's admins can ask me things here."
     )
@@ -150,6 +153,8 @@ def test_admin_mode_refuses_others_and_answers_admins(
         lambda f: "echo: status report" in top_level_replies(f, "CADMIN001"), "the admin's reply"
     )
     assert "restart everything" not in prompts(base)  # refused: no run, no model
+    assert replies(fake, "CADMIN001", chatter) == []  # chatter gets no refusal
+    assert "lunch anyone?" not in prompts(base)
     assert ok and [
         e["text"] for e in log_entries(iris, "CADMIN001") if e.get("role") == "user"
     ] == ["status report"]
@@ -188,13 +193,23 @@ def test_thread_mode_is_mention_gated_with_one_conversation_per_thread(
     answer = iris.post(f"/channels/CTHREAD01@{first}/events", json_body={"text": "recall event"})
     assert answer.status == 202 and answer.json()["transport"] == "slack"
     final_reply(fake, "CTHREAD01", first, "recall: first topic | recall please")
+    # A malformed thread part is refused, never run headless by the bridge.
+    bad = iris.post("/channels/CTHREAD01@abc/events", json_body={"text": "recall event"})
+    assert bad.status >= 400, bad.body
+    # A file shared in a thread is saved in that thread's conversation, where its run reads.
+    shared = fake.add_file("notes.txt", b"thread notes")
+    fake.mention("CTHREAD01", "a file", thread_ts=first, files=[shared])
+    settled_reply(fake, "CTHREAD01", first, "echo: a file")
+    saved = iris.data_dir / f"CTHREAD01@{first}" / "attachments"
+    assert [p.name for p in saved.iterdir() if p.name.endswith("notes.txt")], "saved in the thread"
+    assert not (iris.data_dir / "CTHREAD01" / "attachments").exists()
     assert replies(fake, "CTHREAD01", ignored) == []
     assert "nobody asked iris" not in prompts(base)
     assert "an unaddressed reply" not in prompts(base)
     assert top_level_replies(fake, "CTHREAD01") == []  # every answer is in its thread
     # Each thread has its own log; the channel's own log keeps the unaddressed messages.
-    assert [
-        e["text"] for e in log_entries(iris, f"CTHREAD01@{first}") if e.get("role") == "user"
+    assert [e["text"] for e in log_entries(iris, f"CTHREAD01@{first}") if e.get("role") == "user"][
+        :3
     ] == [
         "first topic",
         "recall please",
@@ -291,3 +306,58 @@ def test_changes_apply_without_restart_and_a_bad_file_keeps_the_last_good_one(
     asked = fake.mention("CPLAIN001", "are you there")
     final_reply(fake, "CPLAIN001", asked, "echo: are you there")
     assert replies(fake, "CPLAIN001", ignored) == []
+    # In dm mode it would have been answered at top level: check there too.
+    assert "echo: back to mentions only" not in top_level_replies(fake, "CPLAIN001")
+    assert "back to mentions only" not in prompts(base)
+
+
+def reach(path: Path, op: str, **fields: Any) -> dict[str, Any]:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(str(path))
+        sock.sendall((json.dumps({"op": op, **fields}) + "\n").encode())
+        reply: dict[str, Any] = json.loads(sock.makefile("rb").readline())
+        return reply
+
+
+def test_a_custom_agent_cannot_run_in_an_admin_channel(
+    base: Path, fake: FakeSlack, iris: IrisServer
+) -> None:
+    # Admin rights are checked for every run, not only where Slack receives a message: a
+    # custom agent's reach ``run`` (whatever name it gives) never reaches an admin channel.
+    sock = Path(iris.env["IRIS_REACH_SOCKET"])
+    chats = reach(sock, "chats")["chats"]
+    [chat] = [c["chat_id"] for c in chats if c.get("channel") == "CADMIN001"]
+    before = len(top_level_replies(fake, "CADMIN001"))
+    answer = reach(sock, "run", chat=chat, text="/channels reload", **{"from": ADMIN})
+    assert "error" in answer and "admin" in answer["error"], answer
+    answer = reach(sock, "run", chat=chat, text="status please")
+    assert "error" in answer, answer
+    # An event from Iris's API is not an admin either: admin commands refuse it.
+    posted = iris.post("/channels/CADMIN001/events", json_body={"text": "/channels reload"})
+    assert posted.status == 202, posted.body
+    fake.wait_for(
+        lambda f: (
+            "Sorry, only this channel's admins can ask me things here."
+            in top_level_replies(f, "CADMIN001")
+        ),
+        "the refusal of an admin command from the API",
+    )
+    fake.user_message("CADMIN001", "/channels", user=ADMIN)  # a real admin still can
+    fake.wait_for(lambda f: len(top_level_replies(f, "CADMIN001")) > before, "the admin's command")
+    assert not [t for t in top_level_replies(fake, "CADMIN001") if "Reloaded" in t][before:]
+    assert "status please" not in prompts(base)
+
+
+def test_legacy_mention_forms_count() -> None:
+    from iris_slack.modes import inbound_of
+    from iris_slack.plugin import register_channel_shapes
+
+    event = {"channel": "C0CHAN001", "ts": "1.2", "user": "U1", "text": "<@UBOT00001|iris> hi"}
+    assert inbound_of(event, "UBOT00001", mention=False).mentioned
+    event["text"] = "<@UBOT000012> hi"  # another user whose id starts with ours
+    assert not inbound_of(event, "UBOT00001", mention=False).mentioned
+    shapes: list[ChannelShape] = []
+    register_channel_shapes(shapes.append)
+    [shape] = shapes
+    assert shape.claims.fullmatch("C0CHAN001@abc") and shape.claims.fullmatch("C0CHAN001")
+    assert shape.is_valid("C0CHAN001@1700000000.000100") and not shape.is_valid("C0CHAN001@abc")

@@ -1,4 +1,5 @@
-"""Photos and documents people send: downloaded into the chat's ``attachments/`` folder.
+"""Photos and documents people send: downloaded into the conversation's ``attachments/`` folder
+(the chat's, or a forum topic's own when the chat has a channel mode).
 
 Paths are built only through ``resolve_channel_path`` from names :func:`safe_file_name` already
 cleaned, prefixed with the message id so two files of the same name never collide. A file that
@@ -52,8 +53,9 @@ class Downloads:
         if not isinstance(file_path, str) or not file_path:
             raise TelegramError("getFile", "Telegram gave no file_path (the file may be too big)")
         name = f"{inbound.message_id}_{remote.name}"
-        base = resolve_channel_dir(self._data_dir, inbound.channel, create=True)
-        destination = resolve_channel_path(self._data_dir, inbound.channel, "attachments", name)
+        # The conversation's folder (a topic's own, in a channel mode): where its run reads.
+        base = resolve_channel_dir(self._data_dir, inbound.run_key, create=True)
+        destination = resolve_channel_path(self._data_dir, inbound.run_key, "attachments", name)
         destination.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._api.download(file_path, destination, self._max_bytes)
         local = destination.relative_to(base.parent)

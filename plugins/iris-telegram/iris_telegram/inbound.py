@@ -17,6 +17,10 @@ from typing import Any
 CHANNEL_PREFIX = "tg-"
 # A Telegram channel: tg-<chat id>, where a chat id is a non-zero integer (negative for groups).
 CHANNEL_ID = re.compile(r"tg-(-?[1-9][0-9]{0,19})")
+# A conversation inside a chat is ``tg-<chat id>@<topic id>``: the part after ``@`` is always a
+# forum topic (message_thread_id), never a message id (outside topics a chat is one conversation).
+TOPIC_ID = re.compile(r"[1-9][0-9]{0,19}")
+CONVERSATION_ID = re.compile(r"tg-(-?[1-9][0-9]{0,19})(?:@[1-9][0-9]{0,19})?")
 _COMMAND = re.compile(r"/([A-Za-z0-9_]{1,32})(?:@([A-Za-z0-9_]{3,64}))?(?=\s|$)")
 MAX_NAME_BYTES = 120
 
@@ -29,6 +33,11 @@ def chat_id_of(channel: str) -> int | None:
     """The chat id of a ``tg-<chat id>`` channel; None for any other id."""
     match = CHANNEL_ID.fullmatch(channel)
     return int(match.group(1)) if match else None
+
+
+def topic_of(thread: str | None) -> int | None:
+    """The forum topic id a conversation key's thread part names (ASCII digits only)."""
+    return int(thread) if thread is not None and TOPIC_ID.fullmatch(thread) else None
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
 """Telegram messages → the channel-mode pipeline (:mod:`iris_runtime.engine.dispatch`).
 
 The mapping only: a group (or private chat) is the channel (``tg-<chat id>``), a forum topic is
-its thread, a mention is ``@bot`` in the text, a reply to the bot or a command. A message outside
-any topic is at top level, so in ``thread`` and ``leads`` modes it starts a conversation of its
-own (``tg-<chat>@<message id>``) answered as a reply to it. Edits never reach here (only
-``message`` updates are read). A chat without a mode keeps the transport's usual behaviour:
-every allowed message runs.
+its thread, a mention is ``@bot`` in the text, a reply to the bot or a command. A reply cannot open
+a thread outside topics (``threads=False``), so a message outside any topic belongs to the chat's
+own conversation (``tg-<chat>``) in every mode, answered as a reply to it: a top-level follow-up
+keeps the history and a top-level ``/stop`` reaches the run. A topic's conversation is
+``tg-<chat>@<topic id>``. Edits never reach here (only ``message`` updates are read). A chat
+without a mode keeps the transport's usual behaviour: every allowed message runs.
 """
 
 from __future__ import annotations

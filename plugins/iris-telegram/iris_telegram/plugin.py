@@ -12,7 +12,7 @@ from iris_runtime.config import Settings
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.transport import ChannelShape
 from iris_telegram.config import TelegramConfig
-from iris_telegram.inbound import CHANNEL_ID, CHANNEL_PREFIX
+from iris_telegram.inbound import CHANNEL_PREFIX, CONVERSATION_ID
 from iris_telegram.profile import TRANSPORT_ID
 
 
@@ -36,7 +36,7 @@ def register_channel_shapes(register: Callable[[ChannelShape], None]) -> None:
         ChannelShape.prefixed(
             TRANSPORT_ID,
             CHANNEL_PREFIX,
-            valid=CHANNEL_ID,
-            rule="tg-<chat id>, and Telegram chat ids are integers",
+            valid=CONVERSATION_ID,
+            rule="tg-<chat id>[@<topic id>], and Telegram chat and topic ids are integers",
         )
     )

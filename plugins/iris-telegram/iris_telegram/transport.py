@@ -37,7 +37,7 @@ from iris_telegram.api import BotApi, RetryPolicy, TelegramError
 from iris_telegram.config import CHATS_VARIABLE, USERS_VARIABLE, TelegramConfig
 from iris_telegram.context import TelegramContext
 from iris_telegram.files import Downloads
-from iris_telegram.inbound import Inbound, chat_id_of, parse_message, update_kind
+from iris_telegram.inbound import Inbound, chat_id_of, parse_message, topic_of, update_kind
 from iris_telegram.offsets import OffsetStore
 from iris_telegram.poller import Poller
 from iris_telegram.profile import TELEGRAM_PROFILE, TRANSPORT_ID
@@ -258,8 +258,8 @@ class TelegramTransport:
     # -- the contract ---------------------------------------------------------------------------
 
     def owns_channel(self, channel_id: str) -> bool:
-        channel, thread = split_conversation(channel_id)  # a topic's or a message's own
-        return chat_id_of(channel) is not None and (thread is None or thread.isdigit())
+        channel, thread = split_conversation(channel_id)  # a forum topic's conversation
+        return chat_id_of(channel) is not None and (thread is None or topic_of(thread) is not None)
 
     def channels(self) -> list[ChannelInfo]:
         return self._directory.channels()
@@ -268,17 +268,17 @@ class TelegramTransport:
         return self._directory.users()
 
     def post_message(self, channel_id: str, text: str) -> str:
-        _, thread = split_conversation(channel_id)  # a conversation's: a reply to its start
-        reply_to = int(thread) if thread and thread.isdigit() else None
-        ids = self.sender.deliver(Target(self._chat(channel_id), reply_to=reply_to), text)
+        _, thread = split_conversation(channel_id)  # a topic's conversation: in that topic
+        ids = self.sender.deliver(Target(self._chat(channel_id), topic_of(thread)), text)
         return str(ids[0]) if ids else ""
 
     def show_logged_message(self, channel_id: str, text: str, thread: str | None) -> str:
         """A message the engine has already logged (a sub-agent's announce): delivered like a
         reply (HTML chunks, retries, the backstops) in the forum topic ``thread`` names (the
-        topic id this transport put on the run's event) and never logged again. The first
-        message's id ("" when the text renders to nothing)."""
-        topic = int(thread) if thread and thread.isdigit() else None
+        topic id this transport put on the run's event), else the topic of the conversation
+        ``channel_id`` names, and never logged again. The first message's id ("" when the text
+        renders to nothing)."""
+        topic = topic_of(thread or split_conversation(channel_id)[1])
         ids = self.sender.deliver(Target(self._chat(channel_id), topic), text)
         return str(ids[0]) if ids else ""
 
@@ -306,8 +306,8 @@ class TelegramTransport:
         self, event: TransportEvent, state: ChannelState, is_event: bool = False
     ) -> TelegramContext:
         chat = self._chat(event.channel)
-        chat_channel, _ = split_conversation(event.channel)
-        thread = int(event.thread) if event.thread and event.thread.isdigit() else None
+        chat_channel, own = split_conversation(event.channel)
+        thread = topic_of(event.thread or own)  # an event for a topic's conversation too
         reply_to = int(event.ts) if not is_event and event.ts.isdigit() else None
         with self._lock:
             update_id, placeholder = (

@@ -13,6 +13,7 @@ import pytest
 from telegram_harness import ALLOWED_CHAT, ALLOWED_USER, TelegramIris, new_chat
 
 from iris_runtime.agents.registry import AgentRegistry
+from iris_runtime.engine.transport import ChannelShape
 from iris_runtime.testing.subagent import SubAgent
 
 pytestmark = pytest.mark.slow
@@ -86,13 +87,15 @@ def test_every_mode_on_telegram(
     later = says(direct, "recall")
     iris.wait_reply(direct, later, "recall: first")
 
-    # admin: others get a refusal, admins a run.
-    refused = says(ALLOWED_CHAT, "do it", user_id=2002, username="bob")
+    # admin: others who address Iris get a refusal, their chatter nothing; admins a run.
+    chatter = says(ALLOWED_CHAT, "lunch?", user_id=2002, username="bob")
+    refused = says(ALLOWED_CHAT, f"{BOT} do it", user_id=2002, username="bob")
     iris.wait_reply(
         ALLOWED_CHAT, refused, "Sorry, only this channel's admins can ask me things here."
     )
     allowed = says(ALLOWED_CHAT, "status")
     iris.wait_reply(ALLOWED_CHAT, allowed, "echo: status")
+    assert iris.replies(ALLOWED_CHAT, chatter) == []
 
     # passthrough: the sub-agent answers, one conversation for the chat; the model never runs.
     asked = says(relay, "relay-me the weather")
@@ -101,5 +104,82 @@ def test_every_mode_on_telegram(
     iris.wait_reply(relay, more, "recall: relay-me the weather", timeout=60)
 
     prompts = [c["prompt"] for c in iris.provider_calls()]
-    assert not [p for p in prompts if "relay-me" in p or p in {"hello all", "do it"}], prompts
+    assert not [p for p in prompts if "relay-me" in p or p in {"hello all", "do it", "lunch?"}], (
+        prompts
+    )
     assert "not for iris" not in prompts and iris.replies(interactive, quiet) == []
+
+
+def test_a_group_without_topics_is_one_conversation(
+    telegram_iris: Callable[..., TelegramIris], tmp_path: Path
+) -> None:
+    """Outside forum topics a reply cannot open a thread: a top-level follow-up (or a reply to
+    Iris's answer) continues the chat's conversation, ``/stop`` at top level stops its run, and
+    an event addressed to a topic's conversation is answered in that topic."""
+    leads, threads, forum = (-new_chat() for _ in range(3))
+    data = tmp_path / "iris0" / "data"
+    data.mkdir(parents=True)
+    channels = {
+        f"tg-{leads}": {"mode": "leads"},
+        f"tg-{threads}": {"mode": "thread"},
+        f"tg-{forum}": {"mode": "thread"},
+    }
+    (data / "channels.json").write_text(json.dumps(channels))
+    iris = telegram_iris(
+        [
+            {"when": "recall", "turns": [[{"recall": True}]]},
+            {"when": "long silence", "turns": [[{"sleep": 120}]]},
+        ]
+    )
+    fake = iris.fake
+
+    def says(chat: int, text: str, **kwargs: object) -> int:
+        return int(fake.user_says(chat, text, **kwargs)["message"]["message_id"])  # type: ignore[arg-type]
+
+    lead = says(leads, "we need 40 seats")
+    iris.wait_reply(leads, lead, "echo: we need 40 seats")
+    again = says(leads, "recall")  # top level again: the same conversation
+    iris.wait_reply(leads, again, "recall: we need 40 seats")
+
+    asked = says(threads, f"{BOT} first question")
+    answer = iris.wait_reply(threads, asked, "echo: first question")
+    bot = {"message_id": answer.message_id, "from": {"id": 1, "is_bot": True, "username": BOT[1:]}}
+    follow = says(threads, "recall", extra={"reply_to_message": bot})
+    iris.wait_reply(threads, follow, "recall: first question")
+
+    slow = says(leads, "a long silence")
+    iris.wait_reply(leads, slow, "Thinking…")
+    stop = says(leads, "/stop")
+    assert iris.wait_reply(leads, stop).text == "Stopping."
+    iris.wait_reply(leads, slow, "(stopped)", timeout=60)
+    assert not [p.name for p in data.iterdir() if "@" in p.name], "one folder per chat"
+
+    says(forum, "making it a forum", thread_id=7)
+    posted = iris.server.post(f"/channels/tg-{forum}@7/events", json_body={"text": "topic event"})
+    assert posted.status == 202, posted.body
+    iris.wait(
+        lambda f: [m for m in f.bot_messages(forum) if "topic event" in m.text],
+        "the event's answer",
+    )
+    [reply] = [m for m in fake.bot_messages(forum) if "topic event" in m.text]
+    assert reply.thread_id == 7
+
+    # A file shared in a topic is saved under that topic's conversation, where its run reads.
+    sent = fake.user_sends_document(
+        forum, b"notes", "notes.txt", caption=f"{BOT} file", thread_id=7
+    )
+    iris.wait_reply(forum, int(sent["message"]["message_id"]), prefix="echo:")
+    saved = data / f"tg-{forum}@7" / "attachments"
+    assert [p.name for p in saved.iterdir()] == [f"{sent['message']['message_id']}_notes.txt"]
+
+
+def test_conversation_ids_name_topics_in_ascii_digits() -> None:
+    from iris_telegram.inbound import topic_of
+    from iris_telegram.plugin import register_channel_shapes
+
+    shapes: list[ChannelShape] = []
+    register_channel_shapes(shapes.append)
+    [shape] = shapes
+    assert shape.is_valid("tg--1001@7") and shape.is_valid("tg-42")
+    assert not shape.is_valid("tg--1001@abc") and not shape.is_valid("tg--1001@²")
+    assert topic_of("7") == 7 and topic_of("²") is None and topic_of("07") is None
