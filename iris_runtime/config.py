@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from iris_runtime import data_layout
 from iris_runtime.errors import ConfigError
-from iris_runtime.tls import INSECURE_VARIABLE, TLS_KEY_CREDENTIAL, is_loopback
+from iris_runtime.tls import INSECURE_VARIABLE, TLS_KEY_CREDENTIAL, is_loopback, url_for
 
 DEFAULT_DATA_DIR = ".iris-data"
 TOKEN_FILE_NAME = data_layout.API_TOKEN
@@ -236,6 +236,19 @@ class Settings:
         if self.tls_cert is None:
             return frozenset()
         return frozenset(port for host, port in self.listeners().values() if not is_loopback(host))
+
+    @property
+    def local_api_url(self) -> str:
+        """How this host reaches its own API: plain HTTP on loopback when the API listens there
+        (or on every interface: loopback connections are never TLS), else its address, with
+        TLS when that port speaks it."""
+        host = self.api_host.strip("[]")
+        if host in {"", "0.0.0.0"} or is_loopback(host):
+            return url_for("http", "127.0.0.1", self.api_port)
+        if host == "::":
+            return url_for("http", "::1", self.api_port)
+        scheme = "https" if self.api_port in self.tls_ports else "http"
+        return url_for(scheme, host, self.api_port)
 
     def _validate_tls(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):

@@ -36,9 +36,18 @@ def is_loopback(host: str) -> bool:
     if host in LOOPBACK_NAMES:
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback  # ::ffff:127.0.0.1 on a dual-stack listener
+    return address.is_loopback
+
+
+def url_for(scheme: str, host: str, port: int) -> str:
+    """``scheme://host:port``, an IPv6 literal bracketed (once)."""
+    host = host.strip("[]")
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 def plain_http_refusal(url: str, what: str, *, insecure: bool) -> str | None:

@@ -164,8 +164,18 @@ def test_plain_http_off_loopback_only_with_the_insecure_switch(
     [
         ({"IRIS_API_HOST": "0.0.0.0"}, "IRIS_API_PORT"),
         ({"IRIS_TLS_CERT": "/nonexistent.crt"}, "go together"),
-        ({"IRIS_TLS_CERT": "/nonexistent.crt", "IRIS_TLS_KEY": "/x.key"}, "does not exist"),
-        ({"IRIS_TLS_CERT": "GARBAGE", "IRIS_TLS_KEY": "GARBAGE"}, "not a PEM certificate"),
+        (
+            {
+                "IRIS_API_HOST": "0.0.0.0",
+                "IRIS_TLS_CERT": "/nonexistent.crt",
+                "IRIS_TLS_KEY": "/x.key",
+            },
+            "does not exist",
+        ),
+        (
+            {"IRIS_API_HOST": "0.0.0.0", "IRIS_TLS_CERT": "GARBAGE", "IRIS_TLS_KEY": "GARBAGE"},
+            "not a PEM certificate",
+        ),
     ],
 )
 def test_bad_tls_settings_stop_serve_with_a_clear_error(
@@ -180,6 +190,43 @@ def test_bad_tls_settings_stop_serve_with_a_clear_error(
     assert done.returncode != 0
     assert words in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_tls_files_are_not_needed_when_every_listener_is_on_loopback(tmp_path: Path) -> None:
+    """A Docker agent inherits the host's IRIS_TLS_* paths, which do not exist in its container,
+    and binds loopback only: it must start."""
+    iris = IrisServer(
+        tmp_path / "data",
+        env={"IRIS_TLS_CERT": "/nonexistent.crt", "IRIS_TLS_KEY": "/nonexistent.key"},
+    ).start()
+    try:
+        assert iris.get("/health").status == 200
+    finally:
+        iris.stop()
+
+
+def test_an_api_on_every_interface_speaks_plain_http_on_loopback_and_tls_elsewhere(
+    far_host: NetNamespace, pki: OpenBaoPki, folder: Path, ca_file: Path, tmp_path: Path
+) -> None:
+    """TLS is chosen per connection by the address it arrived on: the host's own agents and
+    health checks use http://127.0.0.1, other hosts https://<address>."""
+    cert, key = pki.issue("wild", ip_sans=[far_host.host_addr]).write(folder, "wild")
+    server = IrisServer(
+        tmp_path / "data",
+        env={"IRIS_API_HOST": "0.0.0.0", "IRIS_TLS_CERT": str(cert), "IRIS_TLS_KEY": str(key)},
+    )
+    server.start()  # its own /health check is plain HTTP to 0.0.0.0, i.e. loopback
+    try:
+        plain = requests.get(f"http://127.0.0.1:{server.port}/health", timeout=10)
+        assert plain.status_code == 200
+        secure = requests.get(
+            f"https://{far_host.host_addr}:{server.port}/health", verify=str(ca_file), timeout=10
+        )
+        assert secure.status_code == 200
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"http://{far_host.host_addr}:{server.port}/health", timeout=10)
+    finally:
+        server.stop()
 
 
 def test_an_agent_on_another_host_reads_its_secret_through_the_tls_broker(

@@ -130,9 +130,10 @@ class FleetSite:
         return reply.status_code, str(body.get("value") or body.get("code"))
 
 
-def place_tls(member: FleetHost, pki: OpenBaoPki) -> dict[str, str]:
+def place_tls(member: FleetHost, pki: OpenBaoPki, prefix: str = "IRIS_TLS") -> dict[str, str]:
     """The operator's files: the host's certificate (for its address) and key, and the CA. The
-    key stays root's (0600): units get it as a systemd credential."""
+    key stays root's (0600): units get it as a systemd credential. ``prefix`` IRIS_AGENT_TLS
+    names them as an agent host's agents' bridge certificate."""
     folder = member.path(TLS_DIR)
     folder.mkdir(parents=True)
     folder.chmod(0o755)
@@ -140,8 +141,8 @@ def place_tls(member: FleetHost, pki: OpenBaoPki) -> dict[str, str]:
     cert.chmod(0o644)
     pki.write_ca(folder / "ca.crt").chmod(0o644)
     return {
-        "IRIS_TLS_CERT": f"{TLS_DIR}/host.crt",
-        "IRIS_TLS_KEY": f"{TLS_DIR}/host.key",
+        f"{prefix}_CERT": f"{TLS_DIR}/host.crt",
+        f"{prefix}_KEY": f"{TLS_DIR}/host.key",
         "IRIS_TLS_CACERT": f"{TLS_DIR}/ca.crt",
     }
 
@@ -189,7 +190,7 @@ def fleet_site(
             )
             agent_host.host_vars.update(
                 iris_runtime_env={
-                    **place_tls(agent_host, pki),
+                    **place_tls(agent_host, pki, "IRIS_AGENT_TLS"),
                     "IRIS_BRIDGE_HOST": agent_host.addr,
                     "IRIS_AGENT_BROKER_URL": f"https://{iris.addr}:{API_PORT}",
                     "IRIS_SCRIPT_FILE": str(SCRIPT),

@@ -1,0 +1,88 @@
+"""What TLS settings a spawned agent gets: Iris's own certificate and key never reach an agent
+(its bash could read the key and impersonate Iris's broker to agents on other hosts). An agent
+host's agents get the host's *agent* certificate (``IRIS_AGENT_TLS_CERT``/``_KEY``) as their
+bridge's, and only when that bridge faces the network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import iris_runtime
+from iris_runtime.agents.home import AgentRecord
+from iris_runtime.agents.spawn import Spawner
+from iris_runtime.config import Settings
+from iris_runtime.provision.unit import render_unit, template_path
+
+REPO_DIR = Path(iris_runtime.__file__).resolve().parents[1]
+
+
+def record(manager: str = "systemd") -> AgentRecord:
+    return AgentRecord(
+        name="crawler",
+        mode="docker" if manager == "docker" else "service",
+        manager=manager,
+        bridge_port=4000,
+        api_port=4100,
+        skills=(),
+        provider="scripted",
+        model="m",
+        created="2026-12-02T00:00:00Z",
+    )
+
+
+def spawner(tmp_path: Path, **env: str) -> Spawner:
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    settings = Settings.from_env(
+        {"IRIS_DATA_DIR": str(data), "IRIS_REPO_DIR": str(REPO_DIR), **env}
+    )
+    return Spawner(settings)
+
+
+def test_a_local_agent_never_gets_iris_own_tls_key(tmp_path: Path) -> None:
+    iris_tls = {
+        "IRIS_API_HOST": "192.0.2.10",
+        "IRIS_TLS_CERT": "/etc/iris/tls/iris.crt",
+        "IRIS_TLS_KEY": "/etc/iris/tls/iris.key",
+        "IRIS_TLS_CACERT": "/etc/iris/tls/ca.crt",
+    }
+    spawn = spawner(tmp_path, **iris_tls)
+    for manager in ("systemd", "process", "docker"):
+        launch = spawn.launch_for(record(manager), tmp_path / "home", {})
+        assert "IRIS_TLS_KEY" not in launch.environment, manager
+        assert "IRIS_TLS_CERT" not in launch.environment, manager
+        assert launch.bridge_url.startswith("http://127.0.0.1:"), launch.bridge_url
+    launch = spawn.launch_for(record(), tmp_path / "home", {})
+    unit = render_unit(launch, template_path(REPO_DIR))
+    assert "LoadCredential" not in unit
+    assert "iris.key" not in unit
+
+
+def test_iris_key_is_not_the_agents_even_with_a_network_bridge_host(tmp_path: Path) -> None:
+    spawn = spawner(
+        tmp_path,
+        IRIS_BRIDGE_HOST="192.0.2.10",
+        IRIS_INSECURE_HTTP="1",
+        IRIS_TLS_CERT="/etc/iris/tls/iris.crt",
+        IRIS_TLS_KEY="/etc/iris/tls/iris.key",
+    )
+    launch = spawn.launch_for(record(), tmp_path / "home", {})
+    assert "IRIS_TLS_KEY" not in launch.environment
+    assert "iris.key" not in render_unit(launch, template_path(REPO_DIR))
+
+
+def test_an_agent_host_gives_its_agents_the_agent_certificate(tmp_path: Path) -> None:
+    spawn = spawner(
+        tmp_path,
+        IRIS_BRIDGE_HOST="192.0.2.20",
+        IRIS_AGENT_TLS_CERT="/etc/iris/tls/agents.crt",
+        IRIS_AGENT_TLS_KEY="/etc/iris/tls/agents.key",
+        IRIS_TLS_CACERT="/etc/iris/tls/ca.crt",
+    )
+    launch = spawn.launch_for(record(), tmp_path / "home", {})
+    assert launch.bridge_url == "https://192.0.2.20:4000"
+    assert launch.environment["IRIS_TLS_CERT"] == "/etc/iris/tls/agents.crt"
+    assert launch.environment["IRIS_TLS_KEY"] == "/etc/iris/tls/agents.key"
+    assert launch.environment["IRIS_TLS_CACERT"] == "/etc/iris/tls/ca.crt"
+    unit = render_unit(launch, template_path(REPO_DIR))
+    assert "LoadCredential=iris-tls-key:/etc/iris/tls/agents.key" in unit
