@@ -368,3 +368,52 @@ def test_a_second_converge_changes_nothing(fleet_site: FleetSite) -> None:
     changed = {host: r.changed for host, r in again.recap.items() if r.changed}
     assert not changed, again.describe()
     print(f"\nfleet second converge: {again.seconds:.1f} s")
+
+
+def test_runtime_converges_with_the_first_secrets_node_down(fleet_site: FleetSite) -> None:
+    """The first node's facts cannot be read: Iris still gets every node's address, and its
+    facts come from a live node."""
+    assert_ok(fleet_site.first)
+    site = fleet_site
+    first = site.nodes[0]
+    first.run("systemctl", "stop", "openbao.service")
+    try:
+        run = site.fleet.playbook("playbooks/runtime.yml", label="runtime-first-down")
+        assert_ok(run)
+        env = site.iris.path("/iris/.env").read_text()
+        assert ",".join(site.bao_url(n) for n in site.nodes) in env, env
+        assert site.read_through_iris() == (200, site.values[SECRET])
+    finally:
+        first.run("systemctl", "start", "openbao.service")
+    wait_for(lambda: site.health(first) in (200, 429), f"{first.name} back in the cluster")
+
+
+def test_a_replaced_first_node_joins_the_cluster_instead_of_making_one(
+    fleet_site: FleetSite,
+) -> None:
+    """docs/deploy.md "Replacing a secrets node" for the first of the list: it must join the
+    existing cluster (same data, same keys), never initialise a second one."""
+    assert_ok(fleet_site.first)
+    site = fleet_site
+    first = site.nodes[0]
+    first.run("systemctl", "stop", "openbao.service")
+    leader = site.leader()
+    removed = requests.post(
+        f"{site.bao_url(leader)}/v1/sys/storage/raft/remove-peer",
+        headers={"X-Vault-Token": site.root_token()},
+        json={"server_id": first.name},
+        timeout=10,
+    )
+    assert removed.status_code in (200, 204), removed.text
+    first.run("sh", "-c", "rm -rf /var/lib/openbao/* /var/lib/openbao/.[!.]*")
+    run = site.fleet.playbook("playbooks/secrets.yml", label="replace-first")
+    assert_ok(run)
+    assert "was initialised" not in run.output
+    wait_for(lambda: site.health(first) in (200, 429), f"{first.name} serving the cluster")
+    reply = requests.get(
+        f"{site.bao_url(first)}/v1/secret/data/iris/{SECRET}",
+        headers={"X-Vault-Token": site.root_token()},  # the old root token: the same cluster
+        timeout=10,
+    )
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["data"]["data"] == {"value": site.values[SECRET]}
