@@ -61,6 +61,8 @@ class AgentRecord:
     # given (None: the default of the day) and --unique-token. Absent from older records.
     requested_model: str | None = None
     unique_token: bool = False
+    # The spawn's --env settings (plain, non-secret), so an update in place keeps them.
+    extra_env: tuple[tuple[str, str], ...] = ()
 
     def write(self, agents_dir: Path) -> None:
         data = json.dumps(asdict(self), indent=2) + "\n"
@@ -74,6 +76,7 @@ class AgentRecord:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
             raw["skills"] = tuple(raw.get("skills", ()))
+            raw["extra_env"] = tuple((str(k), str(v)) for k, v in raw.get("extra_env", ()))
             return cls(**raw)
         except FileNotFoundError:
             return None

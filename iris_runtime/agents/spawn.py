@@ -243,6 +243,7 @@ class Spawner:
             created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             requested_model=request.model or None,
             unique_token=request.unique_token,
+            extra_env=tuple(plan.extra_env.items()),
         )
 
     def _start(

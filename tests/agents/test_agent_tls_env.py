@@ -86,3 +86,20 @@ def test_an_agent_host_gives_its_agents_the_agent_certificate(tmp_path: Path) ->
     assert launch.environment["IRIS_TLS_CACERT"] == "/etc/iris/tls/ca.crt"
     unit = render_unit(launch, template_path(REPO_DIR))
     assert "LoadCredential=iris-tls-key:/etc/iris/tls/agents.key" in unit
+
+
+def test_the_default_broker_url_follows_the_api_address_and_scheme(tmp_path: Path) -> None:
+    """The Iris host's own agents reach the broker where the API listens: loopback (plain, even
+    when the API listens on every interface), else its address over TLS."""
+    cases = {
+        "127.0.0.1": "http://127.0.0.1:3000",
+        "0.0.0.0": "http://127.0.0.1:3000",
+        "::": "http://[::1]:3000",
+        "192.0.2.10": "https://192.0.2.10:3000",
+        "2001:db8::10": "https://[2001:db8::10]:3000",
+    }
+    tls = {"IRIS_TLS_CERT": "/etc/iris/tls/iris.crt", "IRIS_TLS_KEY": "/etc/iris/tls/iris.key"}
+    for host, url in cases.items():
+        spawn = spawner(tmp_path, IRIS_API_HOST=host, **tls)
+        launch = spawn.launch_for(record(), tmp_path / "home", {})
+        assert launch.environment["IRIS_SECRET_BROKER_URL"] == url, host
