@@ -62,6 +62,24 @@ def plain_http_refusal(url: str, what: str, *, insecure: bool) -> str | None:
     )
 
 
+def cacert_problem(cacert: str | None) -> str | None:
+    """Why ``IRIS_TLS_CACERT`` cannot be used (missing, unreadable, not PEM), or None."""
+    if not cacert:
+        return None
+    try:
+        if Path(cacert).is_dir():
+            ssl.create_default_context(capath=cacert)
+        else:
+            ssl.create_default_context(cafile=cacert)
+    except FileNotFoundError:
+        return f"IRIS_TLS_CACERT {cacert} does not exist"
+    except PermissionError:
+        return f"IRIS_TLS_CACERT {cacert} cannot be read"
+    except (ssl.SSLError, OSError, ValueError):
+        return f"IRIS_TLS_CACERT {cacert} is not a PEM CA bundle"
+    return None
+
+
 def verify_setting(cacert: str | None) -> str | bool:
     """``requests``' ``verify``: the CA bundle, else the system's CAs (never False)."""
     return cacert or True

@@ -504,7 +504,11 @@ class Spawner:
                 **dict.fromkeys(PLATFORM_TOKEN_VARS, ""),
             }
         )
-        if launch_tls := self._agent_tls():
+        if record.manager == "docker":
+            # A container sees none of the host's paths (its broker is reached over the
+            # Docker bridge network); a CA path it cannot read would stop it at startup.
+            env.pop("IRIS_TLS_CACERT", None)
+        elif launch_tls := self._agent_tls():
             # The agent host's agent certificate becomes the agent's own bridge certificate.
             # Every agent of this host can read that key (its unit loads it as a credential).
             env["IRIS_TLS_CERT"], env["IRIS_TLS_KEY"] = launch_tls

@@ -14,6 +14,7 @@ from iris_runtime.config import Settings
 from iris_runtime.provision.unit import render_unit, template_path
 
 REPO_DIR = Path(iris_runtime.__file__).resolve().parents[1]
+CA = "/etc/ssl/certs/ca-certificates.crt"
 
 
 def record(manager: str = "systemd") -> AgentRecord:
@@ -31,6 +32,7 @@ def record(manager: str = "systemd") -> AgentRecord:
 
 
 def spawner(tmp_path: Path, **env: str) -> Spawner:
+    """Certificate and key paths are only passed on (never read); the CA must exist."""
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
     settings = Settings.from_env(
@@ -44,7 +46,7 @@ def test_a_local_agent_never_gets_iris_own_tls_key(tmp_path: Path) -> None:
         "IRIS_API_HOST": "192.0.2.10",
         "IRIS_TLS_CERT": "/etc/iris/tls/iris.crt",
         "IRIS_TLS_KEY": "/etc/iris/tls/iris.key",
-        "IRIS_TLS_CACERT": "/etc/iris/tls/ca.crt",
+        "IRIS_TLS_CACERT": CA,
     }
     spawn = spawner(tmp_path, **iris_tls)
     for manager in ("systemd", "process", "docker"):
@@ -77,13 +79,13 @@ def test_an_agent_host_gives_its_agents_the_agent_certificate(tmp_path: Path) ->
         IRIS_BRIDGE_HOST="192.0.2.20",
         IRIS_AGENT_TLS_CERT="/etc/iris/tls/agents.crt",
         IRIS_AGENT_TLS_KEY="/etc/iris/tls/agents.key",
-        IRIS_TLS_CACERT="/etc/iris/tls/ca.crt",
+        IRIS_TLS_CACERT=CA,
     )
     launch = spawn.launch_for(record(), tmp_path / "home", {})
     assert launch.bridge_url == "https://192.0.2.20:4000"
     assert launch.environment["IRIS_TLS_CERT"] == "/etc/iris/tls/agents.crt"
     assert launch.environment["IRIS_TLS_KEY"] == "/etc/iris/tls/agents.key"
-    assert launch.environment["IRIS_TLS_CACERT"] == "/etc/iris/tls/ca.crt"
+    assert launch.environment["IRIS_TLS_CACERT"] == CA
     unit = render_unit(launch, template_path(REPO_DIR))
     assert "LoadCredential=iris-tls-key:/etc/iris/tls/agents.key" in unit
 

@@ -164,6 +164,8 @@ def test_plain_http_off_loopback_only_with_the_insecure_switch(
     [
         ({"IRIS_API_HOST": "0.0.0.0"}, "IRIS_API_PORT"),
         ({"IRIS_TLS_CERT": "/nonexistent.crt"}, "go together"),
+        ({"IRIS_TLS_CACERT": "/nonexistent-ca.pem"}, "IRIS_TLS_CACERT /nonexistent-ca.pem does"),
+        ({"IRIS_TLS_CACERT": "GARBAGE"}, "is not a PEM CA bundle"),
         (
             {
                 "IRIS_API_HOST": "0.0.0.0",
@@ -190,6 +192,32 @@ def test_bad_tls_settings_stop_serve_with_a_clear_error(
     assert done.returncode != 0
     assert words in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_bridge_recover_follows_the_same_tls_rules(
+    tls_agent: RemoteAgent, ca_file: Path, tmp_path: Path
+) -> None:
+    """``iris bridge recover`` sends the agent's token: never over plain HTTP to another host,
+    and over TLS only to a certificate it verifies against IRIS_TLS_CACERT."""
+    from iris_runtime.agents.registry import AgentRegistry
+
+    data = tmp_path / "data"
+    data.mkdir()
+    registry = AgentRegistry(data / "agents.json")
+    registry.register("plain", "http://198.51.100.55:4000", [], "plain-" + random.token_hex(8))
+    registry.register("far", tls_agent.bridge_url, [], tls_agent.token)
+    env = clean_environment(IRIS_DATA_DIR=str(data))
+    request_id = f"req-{uuid.uuid4().hex}"
+
+    done = run_iris("bridge", "recover", "plain", request_id, env=env, timeout=30)
+    assert done.returncode != 0 and "plain HTTP to another host" in done.stderr, done.stderr
+
+    done = run_iris("bridge", "recover", "far", request_id, env=env, timeout=60)
+    assert done.returncode != 0 and "failed TLS verification" in done.stderr, done.stderr
+
+    env["IRIS_TLS_CACERT"] = str(ca_file)
+    done = run_iris("bridge", "recover", "far", request_id, env=env, timeout=60)
+    assert done.returncode != 0 and "has no job" in done.stderr, done.stderr  # verified, heard
 
 
 def test_tls_files_are_not_needed_when_every_listener_is_on_loopback(tmp_path: Path) -> None:

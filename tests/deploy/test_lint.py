@@ -218,6 +218,16 @@ def test_plain_http_off_loopback_is_refused(tmp_path: Path) -> None:
     assert_stopped_at_preflight(run, "iris_secrets_listen_address")
 
 
+def test_plain_http_vault_on_another_host_is_refused(tmp_path: Path) -> None:
+    run = preflight_run(
+        tmp_path,
+        "runtime.yml",
+        {"iris_runtime_vault_addr": "https://192.0.2.1:8200,http://192.0.2.2:8200"},
+    )
+    assert_stopped_at_preflight(run, "iris_runtime_vault_addr")
+    assert "IRIS_INSECURE_HTTP" in run.output
+
+
 def test_invalid_secrets_mode_is_named(tmp_path: Path) -> None:
     run = preflight_run(tmp_path, "runtime.yml", {"iris_runtime_secrets_mode": "plaintext"})
     assert_stopped_at_preflight(run, "iris_runtime_secrets_mode")

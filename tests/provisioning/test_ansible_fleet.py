@@ -184,9 +184,12 @@ def fleet_site(
                 fleet.boot(name, ["iris_secrets"])
             iris = fleet.boot("iris", ["iris_runtime"])
             agent_host = fleet.boot("agent1", ["iris_agent_hosts"])
-            # Iris's API faces the LAN (agent hosts use it as their broker): TLS.
+            # Iris's API faces the LAN (agent hosts use it as their broker): TLS. The OpenBao
+            # nodes here speak plain HTTP on a LAN inside this machine, which Iris refuses unless
+            # told explicitly (IRIS_INSECURE_HTTP; a real fleet gives OpenBao certificates).
             iris.host_vars.update(
-                iris_runtime_api_host=iris.addr, iris_runtime_env=place_tls(iris, pki)
+                iris_runtime_api_host=iris.addr,
+                iris_runtime_env={**place_tls(iris, pki), "IRIS_INSECURE_HTTP": "1"},
             )
             agent_host.host_vars.update(
                 iris_runtime_env={
