@@ -263,6 +263,12 @@ class Settings:
         problem = cacert_problem(self.tls_cacert)
         if problem:
             raise ConfigError(problem)
+        if self.bridge_host.strip("[]") in {"0.0.0.0", "::"}:
+            raise ConfigError(
+                f"IRIS_BRIDGE_HOST={self.bridge_host} is no address: agents register the URL "
+                "their bridge binds to, and Iris must be able to call it. Set this host's own "
+                "address (the one its certificate names)"
+            )
         if self.tls_cert is not None or self.insecure_http:
             return
         for name, (host, port) in self.listeners().items():

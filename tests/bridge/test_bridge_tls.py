@@ -166,6 +166,8 @@ def test_plain_http_off_loopback_only_with_the_insecure_switch(
         ({"IRIS_TLS_CERT": "/nonexistent.crt"}, "go together"),
         ({"IRIS_TLS_CACERT": "/nonexistent-ca.pem"}, "IRIS_TLS_CACERT /nonexistent-ca.pem does"),
         ({"IRIS_TLS_CACERT": "GARBAGE"}, "is not a PEM CA bundle"),
+        ({"IRIS_BRIDGE_HOST": "0.0.0.0", "IRIS_INSECURE_HTTP": "1"}, "IRIS_BRIDGE_HOST=0.0.0.0"),
+        ({"IRIS_BRIDGE_HOST": "[::]", "IRIS_INSECURE_HTTP": "1"}, "is no address"),
         (
             {
                 "IRIS_API_HOST": "0.0.0.0",
