@@ -18,7 +18,14 @@ from urllib.parse import urlsplit
 
 from iris_runtime import data_layout
 from iris_runtime.errors import ConfigError
-from iris_runtime.tls import INSECURE_VARIABLE, TLS_KEY_CREDENTIAL, is_loopback
+from iris_runtime.tls import (
+    INSECURE_VARIABLE,
+    TLS_KEY_CREDENTIAL,
+    cacert_problem,
+    is_loopback,
+    plain_http_refusal,
+    url_for,
+)
 
 DEFAULT_DATA_DIR = ".iris-data"
 TOKEN_FILE_NAME = data_layout.API_TOKEN
@@ -237,9 +244,31 @@ class Settings:
             return frozenset()
         return frozenset(port for host, port in self.listeners().values() if not is_loopback(host))
 
+    @property
+    def local_api_url(self) -> str:
+        """How this host reaches its own API: plain HTTP on loopback when the API listens there
+        (or on every interface: loopback connections are never TLS), else its address, with
+        TLS when that port speaks it."""
+        host = self.api_host.strip("[]")
+        if host in {"", "0.0.0.0"} or is_loopback(host):
+            return url_for("http", "127.0.0.1", self.api_port)
+        if host == "::":
+            return url_for("http", "::1", self.api_port)
+        scheme = "https" if self.api_port in self.tls_ports else "http"
+        return url_for(scheme, host, self.api_port)
+
     def _validate_tls(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("IRIS_TLS_CERT and IRIS_TLS_KEY go together: set both or neither")
+        problem = cacert_problem(self.tls_cacert)
+        if problem:
+            raise ConfigError(problem)
+        if self.bridge_host.strip("[]") in {"0.0.0.0", "::"}:
+            raise ConfigError(
+                f"IRIS_BRIDGE_HOST={self.bridge_host} is no address: agents register the URL "
+                "their bridge binds to, and Iris must be able to call it. Set this host's own "
+                "address (the one its certificate names)"
+            )
         if self.tls_cert is not None or self.insecure_http:
             return
         for name, (host, port) in self.listeners().items():
@@ -309,7 +338,8 @@ def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "secret_broker_url": env.get("IRIS_SECRET_BROKER_URL", "").strip().rstrip("/") or None,
         "env_file": Path(env_file).expanduser() if env_file else None,
         "vault_addr": _vault_addrs(
-            env.get("IRIS_VAULT_ADDR", "").strip() or env.get("VAULT_ADDR", "").strip()
+            env.get("IRIS_VAULT_ADDR", "").strip() or env.get("VAULT_ADDR", "").strip(),
+            insecure=_env_bool(env, INSECURE_VARIABLE),
         )
         or "http://127.0.0.1:8200",
         "vault_mount": env.get("IRIS_VAULT_MOUNT", "").strip().strip("/") or "secret",
@@ -340,9 +370,11 @@ def _tls_settings(env: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _vault_addrs(raw: str) -> str:
+def _vault_addrs(raw: str, *, insecure: bool = False) -> str:
     """``IRIS_VAULT_ADDR`` normalised: one URL, or every node of an HA cluster separated by
-    commas (Iris moves to the next when one stops answering)."""
+    commas (Iris moves to the next when one stops answering). Plain HTTP to another host would
+    carry the AppRole secret id, tokens and secret values in clear: refused unless
+    ``IRIS_INSECURE_HTTP=1``."""
     addrs = [part.strip().rstrip("/") for part in raw.split(",")] if raw else []
     for addr in addrs:
         parsed = urlsplit(addr)
@@ -351,6 +383,9 @@ def _vault_addrs(raw: str) -> str:
                 "IRIS_VAULT_ADDR must be an http(s) URL or a comma-separated list of them, "
                 f"not {addr!r}"
             )
+        refusal = plain_http_refusal(addr, "IRIS_VAULT_ADDR", insecure=insecure)
+        if refusal:
+            raise ConfigError(refusal)
     if len(set(addrs)) != len(addrs):
         raise ConfigError("IRIS_VAULT_ADDR lists the same address twice")
     return ",".join(addrs)

@@ -36,9 +36,18 @@ def is_loopback(host: str) -> bool:
     if host in LOOPBACK_NAMES:
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback  # ::ffff:127.0.0.1 on a dual-stack listener
+    return address.is_loopback
+
+
+def url_for(scheme: str, host: str, port: int) -> str:
+    """``scheme://host:port``, an IPv6 literal bracketed (once)."""
+    host = host.strip("[]")
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 def plain_http_refusal(url: str, what: str, *, insecure: bool) -> str | None:
@@ -51,6 +60,24 @@ def plain_http_refusal(url: str, what: str, *, insecure: bool) -> str | None:
         f"{what} {url} is plain HTTP to another host: use https:// (and IRIS_TLS_CACERT for a "
         f"private CA), or set {INSECURE_VARIABLE}=1 to allow it on a network you trust"
     )
+
+
+def cacert_problem(cacert: str | None) -> str | None:
+    """Why ``IRIS_TLS_CACERT`` cannot be used (missing, unreadable, not PEM), or None."""
+    if not cacert:
+        return None
+    try:
+        if Path(cacert).is_dir():
+            ssl.create_default_context(capath=cacert)
+        else:
+            ssl.create_default_context(cafile=cacert)
+    except FileNotFoundError:
+        return f"IRIS_TLS_CACERT {cacert} does not exist"
+    except PermissionError:
+        return f"IRIS_TLS_CACERT {cacert} cannot be read"
+    except (ssl.SSLError, OSError, ValueError):
+        return f"IRIS_TLS_CACERT {cacert} is not a PEM CA bundle"
+    return None
 
 
 def verify_setting(cacert: str | None) -> str | bool:

@@ -13,15 +13,16 @@ present / same, running   nothing                                               
 present / same, stopped   start it through its service manager, wait for it     started
 present / skills, model   a service agent: new skills, allow-list, model and    updated
                           unit in place (home, memory, token, port kept)
+present / unit gone       a service agent: its unit reinstalled in place         updated
 present / differs         remove (home archived), then spawn                    replaced
 absent / exists           remove (home archived)                                removed
 absent / missing          nothing                                               absent
 ========================  ====================================================  ===========
 
 "The same" compares what the declaration says: the set of skills, the mode, the model, the
-service manager (only when one is asked for) and, for Docker agents, ``--unique-token``. An agent
-whose record is intact but whose unit, process or container is gone, or whose registration is
-missing, is replaced too.
+service manager (only when one is asked for) and, for Docker agents, ``--unique-token``. A
+Docker agent whose container is gone, and an agent whose registration is missing, is replaced
+too; a service agent whose unit or process is gone is reinstalled in place.
 
 The model is compared as it was asked for, so that an unchanged declaration never reads as a
 change: ``--model M`` against the model the agent runs; no ``--model`` matches an agent spawned
@@ -140,14 +141,17 @@ class Ensurer:
                 )
             return Outcome(name, "created", check=True)
         differences = self.differences(declaration, record, entry)
+        # A service agent whose record and registration are intact is changed (or, its unit
+        # gone, reinstalled) in place: its home, memory and token stay.
         in_place = record.mode == "service" and all(d.startswith(IN_PLACE) for d in differences)
-        if differences and in_place and self._run_state(record)[0] != "missing":
+        if differences and in_place:
             return Outcome(name, "updated", tuple(differences), check=True)
         if differences:
             return Outcome(name, "replaced", tuple(differences), check=True)
         verdict, state = self._run_state(record)
         if verdict == "missing":
-            return Outcome(name, "replaced", (f"not installed in {record.manager}",), check=True)
+            action = "updated" if record.mode == "service" else "replaced"
+            return Outcome(name, action, (f"not installed in {record.manager}",), check=True)
         if verdict == "start":
             return Outcome(name, "started", (f"{record.manager} state: {state}",), check=True)
         return Outcome(name, "unchanged", check=True)

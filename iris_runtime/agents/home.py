@@ -62,6 +62,8 @@ class AgentRecord:
     requested_model: str | None = None
     unique_token: bool = False
     sandbox: str = "host"  # IRIS_SANDBOX of the agent's own bash and file tools
+    # The spawn's --env settings (plain, non-secret), so an update in place keeps them.
+    extra_env: tuple[tuple[str, str], ...] = ()
 
     def write(self, agents_dir: Path) -> None:
         data = json.dumps(asdict(self), indent=2) + "\n"
@@ -75,6 +77,7 @@ class AgentRecord:
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
             raw["skills"] = tuple(raw.get("skills", ()))
+            raw["extra_env"] = tuple((str(k), str(v)) for k, v in raw.get("extra_env", ()))
             return cls(**raw)
         except FileNotFoundError:
             return None

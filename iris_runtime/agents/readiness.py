@@ -26,6 +26,7 @@ from pathlib import Path
 from iris_runtime.bridge.protocol import bearer_header
 from iris_runtime.errors import ProvisionError
 from iris_runtime.provision.launch import AgentLaunch, Progress
+from iris_runtime.tls import cacert_problem
 
 POLL_SECONDS = 0.2
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -70,7 +71,10 @@ def bridge_problem(bridge_url: str, token: str, cacert: str | None = None) -> st
     )
     opener = _DIRECT
     if bridge_url.startswith("https:"):
-        context = ssl.create_default_context(cafile=cacert)
+        try:
+            context = ssl.create_default_context(cafile=cacert)
+        except (ssl.SSLError, OSError):
+            return cacert_problem(cacert) or f"IRIS_TLS_CACERT {cacert} cannot be used"
         opener = urllib.request.build_opener(
             urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
         )

@@ -62,7 +62,7 @@ from iris_runtime.provision.launch import (
     Progress,
     no_progress,
 )
-from iris_runtime.tls import is_loopback
+from iris_runtime.tls import is_loopback, url_for
 from iris_runtime.tools.environment import is_withheld
 
 if TYPE_CHECKING:
@@ -82,11 +82,10 @@ INHERITED_VARS = (
     "IRIS_REASONING_EFFORT",
     "IRIS_SCRIPT_FILE",
     "IRIS_LOG_LEVEL",
-    # An agent host's bridge faces the network: its address, certificate and trusted CAs (for
-    # the broker on the Iris host), and the operator's explicit plain-HTTP switch.
+    # An agent host's bridge faces the network: its address, the trusted CAs (for the broker on
+    # the Iris host), and the operator's explicit plain-HTTP switch. Never IRIS_TLS_CERT/KEY:
+    # those are this Iris's own; an agent's bridge gets IRIS_AGENT_TLS_CERT/KEY (see launch_for).
     "IRIS_BRIDGE_HOST",
-    "IRIS_TLS_CERT",
-    "IRIS_TLS_KEY",
     "IRIS_TLS_CACERT",
     "IRIS_INSECURE_HTTP",
 )
@@ -252,6 +251,7 @@ class Spawner:
             requested_model=request.model or None,
             unique_token=request.unique_token,
             sandbox=request.sandbox,
+            extra_env=tuple(plan.extra_env.items()),
         )
 
     def _start(
@@ -514,6 +514,14 @@ class Spawner:
         )
         if record.sandbox != "host":  # unset is host: default agents' units stay as they were
             env["IRIS_SANDBOX"] = record.sandbox
+        if record.manager == "docker":
+            # A container sees none of the host's paths (its broker is reached over the
+            # Docker bridge network); a CA path it cannot read would stop it at startup.
+            env.pop("IRIS_TLS_CACERT", None)
+        elif launch_tls := self._agent_tls():
+            # The agent host's agent certificate becomes the agent's own bridge certificate.
+            # Every agent of this host can read that key (its unit loads it as a credential).
+            env["IRIS_TLS_CERT"], env["IRIS_TLS_KEY"] = launch_tls
         if record.manager != "docker":
             # A path, not the token: skills (get-secret) read it from the agent's environment.
             env["IRIS_API_TOKEN_FILE"] = str(home / TOKEN_FILE_NAME)
@@ -533,8 +541,16 @@ class Spawner:
     def _bridge_address(self) -> dict[str, str]:
         """Where this host's agents' bridges are reached (see ``AgentLaunch.bridge_url``)."""
         host = self.settings.bridge_host or "127.0.0.1"
-        tls = self.settings.tls_cert is not None and not is_loopback(host)
-        return {"bridge_host": host, "bridge_scheme": "https" if tls else "http"}
+        return {"bridge_host": host, "bridge_scheme": "https" if self._agent_tls() else "http"}
+
+    def _agent_tls(self) -> tuple[str, str] | None:
+        """The certificate and key of this host's agents' bridges (``IRIS_AGENT_TLS_CERT`` and
+        ``IRIS_AGENT_TLS_KEY``) when those bridges face the network; None on loopback. Never
+        Iris's own ``IRIS_TLS_CERT``/``IRIS_TLS_KEY``: an agent can read what it is given."""
+        host = self.settings.bridge_host or "127.0.0.1"
+        if self.config.agent_tls is None or is_loopback(host):
+            return None
+        return self.config.agent_tls
 
     def _protected_paths(self) -> tuple[Path, ...]:
         """Iris's data dir and the agents dir are hidden whole (a unit puts an empty read-only
@@ -551,10 +567,8 @@ class Spawner:
         taken.update(self._ports_of_homes())
         taken.add(self.settings.api_port)
         address = self._bridge_address()
-        host = address["bridge_host"]
-        host = f"[{host}]" if ":" in host else host
         port = allocate_bridge_port(self.config.ports, taken)
-        return f"{address['bridge_scheme']}://{host}:{port}"
+        return url_for(address["bridge_scheme"], address["bridge_host"], port)
 
     def _ports_of_homes(self) -> set[int]:
         """Ports recorded by agent homes: an agent whose registration was removed by hand still

@@ -61,6 +61,8 @@ class SpawnConfig:
     terraform_bin: str
     github_token_set: bool
     agent_user: str = "iris-agent"
+    # An agent host's agents' bridge certificate and key (IRIS_AGENT_TLS_CERT/_KEY): paths.
+    agent_tls: tuple[str, str] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SpawnConfig:
@@ -78,7 +80,14 @@ class SpawnConfig:
         )
         if refusal:
             raise ConfigError(refusal)
+        agent_cert = _get(env, "IRIS_AGENT_TLS_CERT", "")
+        agent_key = _get(env, "IRIS_AGENT_TLS_KEY", "")
+        if bool(agent_cert) != bool(agent_key):
+            raise ConfigError(
+                "IRIS_AGENT_TLS_CERT and IRIS_AGENT_TLS_KEY go together: set both or neither"
+            )
         return cls(
+            agent_tls=(agent_cert, agent_key) if agent_cert else None,
             repo_dir=Path(_get(env, "IRIS_REPO_DIR", str(DEFAULT_REPO_DIR))).expanduser(),
             agents_dir=(
                 Path(agents_dir).expanduser()
@@ -88,7 +97,7 @@ class SpawnConfig:
             ports=PortRange.parse(_get(env, "IRIS_AGENT_PORTS", DEFAULT_PORT_RANGE)),
             service_manager=manager,
             unit_dir=Path(_get(env, "IRIS_SYSTEMD_UNIT_DIR", "/etc/systemd/system")),
-            broker_url=broker_url or f"http://127.0.0.1:{settings.api_port}",
+            broker_url=broker_url or settings.local_api_url,
             health_timeout_seconds=env_float(env, "IRIS_AGENT_HEALTH_TIMEOUT_SECONDS", 60.0),
             docker_image=_get(env, "IRIS_DOCKER_IMAGE", "iris-runtime:local"),
             docker_base_image=_get(env, "IRIS_DOCKER_BASE_IMAGE", "python:3.11-slim"),

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from iris_runtime.bridge.protocol import NDJSON, bearer_header
 from iris_runtime.errors import IrisError
-from iris_runtime.tls import plain_http_refusal, verify_setting
+from iris_runtime.tls import cacert_problem, plain_http_refusal, verify_setting
 
 if TYPE_CHECKING:
     # Imported where a call is made: a serving agent that never delegates does not load it.
@@ -243,6 +243,13 @@ def call_agent_bridge(call: BridgeCall, session: requests.Session | None = None)
     )
     if refusal:
         raise BridgeError(refusal, code="insecure_bridge_url", request_id=request_id)
+    problem = cacert_problem(call.cacert) if call.bridge_url.startswith("https:") else None
+    if problem:
+        raise BridgeError(
+            f"cannot verify {call.agent} at {call.bridge_url}: {problem}",
+            code="agent_tls_failed",
+            request_id=request_id,
+        )
     http = session or requests.Session()
     progress = _Progress(call, request_id)
     try:

@@ -17,6 +17,7 @@ from iris_runtime.bridge.protocol import bearer_header, validate_request_id
 from iris_runtime.cli.common import load_settings
 from iris_runtime.config import known_api_token
 from iris_runtime.errors import IrisError
+from iris_runtime.tls import plain_http_refusal, verify_setting
 
 
 @click.group()
@@ -39,11 +40,29 @@ def recover(agent: str, request_id: str, since: int, as_json: bool) -> None:
         raise click.ClickException(exc.message) from None
     if entry is None:
         raise click.ClickException(f"no agent named {agent!r} in agents.json")
+    # The same rules as Iris's own calls (iris_runtime.tls): no token over plain HTTP to another
+    # host, and an https:// bridge verified against IRIS_TLS_CACERT.
+    refusal = plain_http_refusal(
+        entry.bridge_url, f"{agent}'s bridge_url", insecure=settings.insecure_http
+    )
+    if refusal:
+        raise click.ClickException(refusal)
     url = f"{entry.bridge_url.rstrip('/')}/bridge/jobs/{request_id}"
     token = entry.token or known_api_token(settings)
     headers = bearer_header(token)
     try:
-        response = requests.get(url, params={"since": since}, headers=headers, timeout=30)
+        response = requests.get(
+            url,
+            params={"since": since},
+            headers=headers,
+            timeout=30,
+            verify=verify_setting(settings.tls_cacert),
+        )
+    except requests.exceptions.SSLError:
+        raise click.ClickException(
+            f"{agent} at {entry.bridge_url} failed TLS verification: its certificate is not "
+            "signed by a CA Iris trusts (IRIS_TLS_CACERT) or does not name that host"
+        ) from None
     except requests.RequestException as exc:
         raise click.ClickException(f"{agent} is unreachable at {entry.bridge_url}: {exc}") from None
     if response.status_code == 401:

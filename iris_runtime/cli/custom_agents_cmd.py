@@ -14,6 +14,7 @@ from iris_runtime.cli.common import load_settings
 from iris_runtime.config import Settings, known_api_token
 from iris_runtime.custom_agents.listing import listing, read_catalog
 from iris_runtime.custom_agents.signin import READY, login_argv, status_of
+from iris_runtime.tls import verify_setting
 
 
 @click.group("custom-agents")
@@ -77,11 +78,13 @@ def _signed_in(kind: str) -> bool:
 
 
 def _api(settings: Settings, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-    host = "127.0.0.1" if settings.api_host in {"0.0.0.0", "::", ""} else settings.api_host
-    url = f"http://{host}:{settings.api_port}{path}"
+    url = f"{settings.local_api_url}{path}"
     headers = {"Authorization": f"Bearer {known_api_token(settings)}"}
+    verify = verify_setting(settings.tls_cacert)
     try:
-        response = requests.request(method, url, headers=headers, timeout=30, **kwargs)
+        response = requests.request(
+            method, url, headers=headers, timeout=30, verify=verify, **kwargs
+        )
     except requests.RequestException as exc:
         raise click.ClickException(f"Iris is not reachable at {url}: {exc}") from None
     body: dict[str, Any] = response.json() if response.content else {}

@@ -132,7 +132,9 @@ def check_startup(settings: Settings) -> None:
                 f"cannot listen on {bind_host}:{port} ({name}): {problem}. "
                 "Is another Iris already running? Choose another port or stop it."
             )
-    if settings.tls_cert is not None and settings.tls_key is not None:
+    # Only a process that serves TLS needs the files (a Docker agent inherits the variables of a
+    # host whose paths do not exist in its container, and binds loopback only).
+    if settings.tls_ports and settings.tls_cert is not None and settings.tls_key is not None:
         try:  # the worker builds its own; this one only proves the files make a context
             server_context(settings.tls_cert, settings.tls_key)
         except ConfigError as exc:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from iris_runtime.tls import url_for
+
 Progress = Callable[[str], None]
 """Receives one human-readable line per step ("starting iris-agent-digest.service")."""
 
@@ -67,8 +69,7 @@ class AgentLaunch:
 
     @property
     def bridge_url(self) -> str:
-        host = f"[{self.bridge_host}]" if ":" in self.bridge_host else self.bridge_host
-        return f"{self.bridge_scheme}://{host}:{self.bridge_port}"
+        return url_for(self.bridge_scheme, self.bridge_host, self.bridge_port)
 
 
 class AgentService(Protocol):

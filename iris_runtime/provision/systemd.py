@@ -92,16 +92,7 @@ class SystemdService:
             raise ProvisionError(
                 "agents must not run as root (IRIS_AGENT_USER): root could undo its isolation"
             )
-        template = template_path(self.repo_dir)
-        progress(f"rendering {unit} from {template}")
-        text = render_unit(
-            launch, template, user=self.user, root=self.root, readable=(self.repo_dir,)
-        )
-        progress(f"checking {unit} with systemd-analyze verify")
-        with tempfile.TemporaryDirectory(prefix="iris-unit-") as scratch:
-            candidate = Path(scratch) / unit
-            candidate.write_text(text, encoding="utf-8")
-            verify_unit(candidate, systemd_analyze=self.systemd_analyze)
+        text = self.checked_unit(launch, progress)
         self._ensure_user(progress)
         progress(f"handing {launch.home} to {self.user}")
         self._target("chown", "-R", "--no-dereference", f"{self.user}:", str(launch.home))
@@ -123,6 +114,22 @@ class SystemdService:
         except BaseException:  # Ctrl-C included: never leave a half-installed unit behind
             self._undo(unit, path)
             raise
+
+    def checked_unit(self, launch: AgentLaunch, progress: Progress) -> str:
+        """The unit text for ``launch``, rendered and verified (``systemd-analyze verify``);
+        nothing is written or started."""
+        unit = unit_file_name(launch.name)
+        template = template_path(self.repo_dir)
+        progress(f"rendering {unit} from {template}")
+        text = render_unit(
+            launch, template, user=self.user, root=self.root, readable=(self.repo_dir,)
+        )
+        progress(f"checking {unit} with systemd-analyze verify")
+        with tempfile.TemporaryDirectory(prefix="iris-unit-") as scratch:
+            candidate = Path(scratch) / unit
+            candidate.write_text(text, encoding="utf-8")
+            verify_unit(candidate, systemd_analyze=self.systemd_analyze)
+        return text
 
     def start(self, name: str, progress: Progress) -> None:
         unit = unit_file_name(name)

@@ -18,7 +18,7 @@ from urllib.parse import quote
 import requests
 
 from iris_runtime.errors import IrisError
-from iris_runtime.tls import plain_http_refusal, verify_setting
+from iris_runtime.tls import cacert_problem, plain_http_refusal, verify_setting
 
 CACHE_SECONDS = 60.0
 TIMEOUT_SECONDS = 10.0
@@ -85,6 +85,11 @@ class BrokerClient:
         except requests.RequestException as exc:
             raise BrokerUnreachable(
                 f"secret broker at {self.url} is unreachable ({type(exc).__name__})"
+            ) from None
+        except OSError:  # requests' own check of the CA bundle path
+            raise BrokerUnreachable(
+                f"secret broker at {self.url}: "
+                f"{cacert_problem(self.cacert) or 'IRIS_TLS_CACERT cannot be used'}"
             ) from None
         if response.status_code in REFUSALS:
             raise BrokerRefused(f"cannot get {name}: {REFUSALS[response.status_code]}")

@@ -77,6 +77,7 @@ class VaultBackend:
                 )
             ),
             what=f"the read of secret {name!r}",
+            idempotent=True,
         )
         # Absent, or its latest version deleted or destroyed.
         return None if self._absent(reply) else as_dict(reply)
@@ -120,6 +121,7 @@ class VaultBackend:
                 lambda c: c.secrets.kv.v2.read_secret_metadata(location, mount_point=self.mount)
             ),
             what=f"the metadata read of secret {name!r}",
+            idempotent=True,
         )
         return None if self._absent(reply) else as_dict(reply).get("data") or {}
 
@@ -132,6 +134,7 @@ class VaultBackend:
                 lambda c: c.secrets.kv.v2.list_secrets(self.path, mount_point=self.mount)
             ),
             what=f"the listing of {self.mount}/{self.path}",
+            idempotent=True,
         )
         if self._absent(reply):
             return []

@@ -77,20 +77,28 @@ _STATUS = {
 }
 
 
-def new_client(settings: Settings, token: str = "") -> hvac.Client:
-    """An hvac client for the first of ``settings.vault_addrs`` with a pooled session.
+def new_client(
+    settings: Settings,
+    token: str = "",
+    *,
+    url: str | None = None,
+    session: requests.Session | None = None,
+) -> hvac.Client:
+    """An hvac client for ``url`` (else the first of ``settings.vault_addrs``) with a pooled
+    session (``session``: share another client's pool).
 
     ``token=""`` (not None) keeps hvac from picking up ``VAULT_TOKEN`` or ``~/.vault-token``:
     the settings are the only source of configuration.
     """
-    session = requests.Session()
-    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    # hvac takes ``verify`` from a given session over its own argument, so set it here.
-    session.verify = settings.vault_cacert or True
+    if session is None:
+        session = requests.Session()
+        adapter = HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        # hvac takes ``verify`` from a given session over its own argument, so set it here.
+        session.verify = settings.vault_cacert or True
     return hvac.Client(
-        url=settings.vault_addrs[0],
+        url=url or settings.vault_addrs[0],
         token=token,
         verify=settings.vault_cacert or True,
         timeout=settings.vault_timeout_seconds,
@@ -116,8 +124,13 @@ class VaultConnection:
         self._settings = settings
         self._managed = client is None
         self._client = client if client is not None else new_client(settings)
-        # Every node of an HA cluster; a caller's own client keeps its one address.
-        self.nodes = VaultNodes(settings.vault_addrs if self._managed else (self._client.url,))
+        # Every node of an HA cluster, a client each sharing the pool; a caller's own client
+        # keeps its one address.
+        others = [
+            new_client(settings, url=addr, session=self._client.adapter.session)
+            for addr in (settings.vault_addrs[1:] if self._managed else ())
+        ]
+        self.nodes = VaultNodes([self._client, *others])
         self._lock = threading.Lock()
         self._logged_in = not self._managed
         # Bumped on each login, so threads that all saw the same 403 re-login only once.
@@ -154,14 +167,22 @@ class VaultConnection:
 
     # -- requests ---------------------------------------------------------------------------
 
-    def call(self, op: Callable[[hvac.Client], T], *, what: str, scrub: Iterable[str] = ()) -> T:
-        """``op(client)``, authenticated; failures become :class:`SecretStoreUnavailable`."""
+    def call(
+        self,
+        op: Callable[[hvac.Client], T],
+        *,
+        what: str,
+        scrub: Iterable[str] = (),
+        idempotent: bool = False,
+    ) -> T:
+        """``op(client)``, authenticated; failures become :class:`SecretStoreUnavailable`.
+        ``idempotent`` (a read) may be sent to another node after a timeout."""
         for attempt in (1, 2):
             self.ensure_login()
             generation = self._generation
             error: IrisError | None = None
             try:
-                return self.nodes.run(self._client, op)
+                return self.nodes.run(op, idempotent=idempotent)
             except _DENIED:
                 pass  # decided below, outside the handler, so no hvac context is attached
             except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
@@ -175,11 +196,18 @@ class VaultConnection:
             "token Iris uses)"
         )
 
-    def raw(self, op: Callable[[hvac.Client], T], *, what: str, scrub: Iterable[str] = ()) -> T:
+    def raw(
+        self,
+        op: Callable[[hvac.Client], T],
+        *,
+        what: str,
+        scrub: Iterable[str] = (),
+        idempotent: bool = False,
+    ) -> T:
         """``op(client)`` with no authentication step and no retry, failures translated."""
         error: IrisError
         try:
-            return self.nodes.run(self._client, op)
+            return self.nodes.run(op, idempotent=idempotent)
         except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
             error = self._translate(exc, what, scrub)
         raise error
@@ -218,7 +246,7 @@ class VaultConnection:
         """Ask Vault about our token: proves it is reachable, unsealed and accepts us."""
         self.ensure_login()
         if self._managed:
-            self.raw(lambda c: c.auth.token.lookup_self(), what="the token lookup")
+            self.raw(lambda c: c.auth.token.lookup_self(), what="the token lookup", idempotent=True)
 
     def _login_locked(self) -> None:
         settings = self._settings
@@ -226,16 +254,21 @@ class VaultConnection:
             reply = as_dict(
                 self._login_call(
                     lambda c: c.auth.approle.login(
-                        settings.vault_role_id, settings.vault_secret_id, use_token=True
+                        settings.vault_role_id, settings.vault_secret_id, use_token=False
                     ),
                     "AppRole login",
                 )
             )
             auth = reply.get("auth") or {}
+            self.nodes.set_token(str(auth.get("client_token") or ""))
             ttl, renewable = float(auth.get("lease_duration") or 0), bool(auth.get("renewable"))
         elif settings.vault_token:
-            self._client.token = settings.vault_token
-            reply = as_dict(self._login_call(lambda c: c.auth.token.lookup_self(), "token login"))
+            self.nodes.set_token(settings.vault_token)
+            reply = as_dict(
+                self._login_call(
+                    lambda c: c.auth.token.lookup_self(), "token login", idempotent=True
+                )
+            )
             data = reply.get("data") or {}
             ttl, renewable = float(data.get("ttl") or 0), bool(data.get("renewable"))
         else:
@@ -248,10 +281,12 @@ class VaultConnection:
         self._generation += 1
         log.info("vault: %s login succeeded (token ttl %s)", self.auth_method, _ttl_text(ttl))
 
-    def _login_call(self, op: Callable[[hvac.Client], object], what: str) -> object:
+    def _login_call(
+        self, op: Callable[[hvac.Client], object], what: str, *, idempotent: bool = False
+    ) -> object:
         error: IrisError
         try:
-            return self.nodes.run(self._client, op)
+            return self.nodes.run(op, idempotent=idempotent)
         except (*_DENIED, hvac_errors.InvalidRequest) as exc:
             reason = quote_vault_error(exc, self._secrets()) or "refused"
             error = SecretStoreUnavailable(
@@ -278,7 +313,7 @@ class VaultConnection:
         error: IrisError | None = None
         reply: dict[str, Any] = {}
         try:
-            reply = as_dict(self.nodes.run(self._client, lambda c: c.auth.token.renew_self()))
+            reply = as_dict(self.nodes.run(lambda c: c.auth.token.renew_self()))
         except (*_DENIED, hvac_errors.InvalidRequest):
             refused = True
         except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
@@ -321,7 +356,7 @@ class VaultConnection:
             dead = False
             error: IrisError | None = None
             try:
-                self.nodes.run(self._client, lambda c: c.auth.token.lookup_self())
+                self.nodes.run(lambda c: c.auth.token.lookup_self(), idempotent=True)
             except _DENIED:
                 dead = True
             except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:

@@ -254,6 +254,7 @@ class AgentVaultIdentity:
             self._vault.call(
                 lambda c: c.auth.token.lookup_accessor(accessor),
                 what="the lookup of the issued token",
+                idempotent=True,
             )
         )
         data = reply.get("data") or {}

@@ -13,9 +13,10 @@ idle or rude clients would stop ``/health``:
    lingers (for the peer's FIN, at most 2 s) on a closer thread: gunicorn 27 lingers on its main
    loop, so ten clients that never close delayed every request by 20 s, and thirty killed the
    worker at its timeout.
-3. **TLS per listener.** gunicorn wraps every listener or none; Iris wraps the connections of
-   the ports bound off loopback (``Settings.tls_ports``: a sub-agent's bridge, an API that other
-   hosts reach), so local health checks and tools keep plain HTTP on loopback.
+3. **TLS per connection.** gunicorn wraps every listener or none; Iris wraps the connections
+   of the ports bound off loopback (``Settings.tls_ports``: a sub-agent's bridge, an API that
+   other hosts reach) that arrived on an address other than loopback, so the host's own agents,
+   health checks and tools keep plain HTTP on loopback even when the API listens on ``0.0.0.0``.
 4. **No blocking forever.** Each socket gets ``IRIS_IO_TIMEOUT_SECONDS``: a client that stops
    sending its request or stops reading its response frees its thread (and its slot) when no
    byte has moved for that long; ``TCP_USER_TIMEOUT`` does the same for a peer that vanished.
@@ -38,7 +39,7 @@ from typing import Any
 
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
-from iris_runtime.tls import server_context
+from iris_runtime.tls import is_loopback, server_context
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,9 @@ class TimedConn(TConn):  # type: ignore[misc]
         if self.tls is not None and not self.initialized:
             # On a pool thread, bounded by the I/O timeout: a client that stalls the handshake
             # costs what one that stalls its request does. A failed handshake raises
-            # ssl.SSLError, which gunicorn's handler logs at debug and closes.
+            # ssl.SSLError: gunicorn's handler logs it at debug and answers with its (plain)
+            # error page, which the TLS client discards; a stalled one raises TimeoutError,
+            # which gunicorn logs as a socket error. Either way the connection is closed.
             self.sock.setblocking(True)
             self.sock.settimeout(self.io_timeout)
             self.sock = self.tls.wrap_socket(self.sock, server_side=True)
@@ -180,7 +183,10 @@ class IrisWorker(ThreadWorker):  # type: ignore[misc]
     def tls_by_port(self) -> dict[int, ssl.SSLContext]:
         """One server context for the app's ``tls_ports`` (built once, after the app loaded)."""
         settings = getattr(getattr(self.wsgi, "runtime", None), "settings", None)
-        if settings is None or not settings.tls_ports:
+        if settings is None:
+            # Fail closed: serving plain HTTP where TLS was configured would leak tokens.
+            raise RuntimeError("the app has no settings: cannot tell which ports speak TLS")
+        if not settings.tls_ports:
             return {}
         context = server_context(settings.tls_cert, settings.tls_key)
         return dict.fromkeys(settings.tls_ports, context)
@@ -205,13 +211,25 @@ class IrisWorker(ThreadWorker):  # type: ignore[misc]
             listener.getsockname(),
             io_timeout=self.io_timeout,
             closer=self.closer,
-            tls=self.tls_by_port.get(listener.getsockname()[1]),
+            tls=self._tls_for(listener, sock),
         )
         conn.timeout = time.monotonic() + FIRST_BYTES_SECONDS
         self.pending_conns.append(conn)
         self.poller.register(
             sock, selectors.EVENT_READ, functools.partial(self.on_pending_socket_readable, conn)
         )
+
+    def _tls_for(self, listener: socket.socket, sock: socket.socket) -> ssl.SSLContext | None:
+        """The TLS context for a connection just accepted: its listener's, unless it arrived on
+        a loopback address (a wildcard listener serves loopback too)."""
+        context = self.tls_by_port.get(listener.getsockname()[1])
+        if context is None or sock.family == socket.AF_UNIX:
+            return context
+        try:
+            local = sock.getsockname()[0]
+        except OSError:
+            return context
+        return None if is_loopback(str(local)) else context
 
     def _accept_failed(self, exc: OSError) -> None:
         if exc.errno in _TRANSIENT:

@@ -79,6 +79,8 @@ def test_ensure_on_an_agent_host_registers_a_tls_bridge_with_iris(
         env={
             "IRIS_TLS_CERT": str(host_cert),
             "IRIS_TLS_KEY": str(host_key),
+            "IRIS_AGENT_TLS_CERT": str(host_cert),
+            "IRIS_AGENT_TLS_KEY": str(host_key),
             "IRIS_TLS_CACERT": ca,
             "IRIS_BRIDGE_HOST": far_host.addr,
             "IRIS_AGENT_BROKER_URL": iris.url,

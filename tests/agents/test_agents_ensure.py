@@ -225,9 +225,16 @@ def test_ensure_converges_and_reports_only_real_changes(iris: IrisServer, tmp_pa
 
 
 @pytest.mark.slow
-def test_an_agent_whose_process_is_gone_is_replaced(iris: IrisServer, tmp_path: Path) -> None:
+def test_an_agent_whose_process_is_gone_is_reinstalled_in_place(
+    iris: IrisServer, tmp_path: Path
+) -> None:
+    """Record and registration intact, process gone: its unit comes back, its home (memory)
+    and token stay; nothing is archived."""
     ensure = Ensure(write_env_file(tmp_path / "iris.env", iris.environment()))
     assert ensure("lost")["action"] == "created"
+    memory = iris.data_dir / "agents" / "lost" / "MEMORY.md"
+    memory.write_text("remember the milk\n")
+    token = json.loads((iris.data_dir / "agents.json").read_text())["lost"]["token"]
     with SupervisedStore(iris.data_dir) as store:
         store.set_desired("lost", "absent")  # Iris stops it and forgets the row
         deadline = time.monotonic() + 30
@@ -235,9 +242,66 @@ def test_an_agent_whose_process_is_gone_is_replaced(iris: IrisServer, tmp_path: 
             assert time.monotonic() < deadline, "the supervisor did not drop the row"
             time.sleep(0.1)
     repaired = ensure("lost")
-    assert repaired["action"] == "replaced"
+    assert repaired["action"] == "updated"
     assert repaired["differences"] == ["not installed in process"]
+    assert memory.read_text() == "remember the milk\n"
+    assert not (iris.data_dir / "agents" / ".removed").exists()
+    assert json.loads((iris.data_dir / "agents.json").read_text())["lost"]["token"] == token
     assert ensure("lost")["changed"] is False
+
+
+@pytest.mark.slow
+def test_a_failed_update_leaves_the_agent_as_it_was(iris: IrisServer, tmp_path: Path) -> None:
+    """The new unit fails to install: the old skills and unit come back, and the registry and
+    record still describe the agent that runs (the next ensure finds nothing to repair)."""
+    from iris_runtime.agents.ensure import Declaration, Ensurer
+    from iris_runtime.agents.spawn import Spawner
+    from iris_runtime.config import Settings
+    from iris_runtime.errors import ProvisionError
+    from iris_runtime.provision.launch import AgentLaunch, AgentService, Progress
+
+    env_file = write_env_file(tmp_path / "iris.env", iris.environment())
+    ensure = Ensure(env_file)
+    assert ensure("digest", "--skill", "digest-feeds")["action"] == "created"
+    data = iris.data_dir
+    memory = data / "agents" / "digest" / "MEMORY.md"
+    memory.write_text("remember the milk\n")
+    before_registry = json.loads((data / "agents.json").read_text())["digest"]
+    before_record = record(data, "digest")
+
+    class FirstInstallFails:
+        """The real service manager, except that the new unit's install fails."""
+
+        def __init__(self, real: AgentService) -> None:
+            self.real, self.installs = real, 0
+
+        def install(self, launch: AgentLaunch, progress: Progress) -> None:
+            self.installs += 1
+            if self.installs == 1:
+                raise ProvisionError("the new unit did not start")
+            self.real.install(launch, progress)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.real, name)
+
+    lines: list[str] = []
+    spawner = Spawner(
+        Settings.from_env({k: v for k, v in iris.environment().items() if k.startswith("IRIS_")}),
+        progress=lines.append,
+    )
+    real_service = spawner.service
+    spawner.service = lambda manager: FirstInstallFails(real_service(manager))  # type: ignore[method-assign]
+    with pytest.raises(ProvisionError, match="did not start"):
+        Ensurer(spawner).apply(Declaration("digest", skills=("notes",)))
+    assert any("rolled back digest" in line for line in lines), lines
+
+    assert json.loads((data / "agents.json").read_text())["digest"] == before_registry
+    assert record(data, "digest") == before_record
+    skills = sorted(p.name for p in (data / "agents" / "digest" / "skills").iterdir())
+    assert skills == ["digest-feeds"]
+    again = ensure("digest", "--skill", "digest-feeds")
+    assert (again["action"], again["changed"]) == ("unchanged", False), again
+    assert memory.read_text() == "remember the milk\n"
 
 
 # -- bad input: no Iris needed, nothing may change ------------------------------------------------

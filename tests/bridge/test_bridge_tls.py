@@ -164,8 +164,22 @@ def test_plain_http_off_loopback_only_with_the_insecure_switch(
     [
         ({"IRIS_API_HOST": "0.0.0.0"}, "IRIS_API_PORT"),
         ({"IRIS_TLS_CERT": "/nonexistent.crt"}, "go together"),
-        ({"IRIS_TLS_CERT": "/nonexistent.crt", "IRIS_TLS_KEY": "/x.key"}, "does not exist"),
-        ({"IRIS_TLS_CERT": "GARBAGE", "IRIS_TLS_KEY": "GARBAGE"}, "not a PEM certificate"),
+        ({"IRIS_TLS_CACERT": "/nonexistent-ca.pem"}, "IRIS_TLS_CACERT /nonexistent-ca.pem does"),
+        ({"IRIS_TLS_CACERT": "GARBAGE"}, "is not a PEM CA bundle"),
+        ({"IRIS_BRIDGE_HOST": "0.0.0.0", "IRIS_INSECURE_HTTP": "1"}, "IRIS_BRIDGE_HOST=0.0.0.0"),
+        ({"IRIS_BRIDGE_HOST": "[::]", "IRIS_INSECURE_HTTP": "1"}, "is no address"),
+        (
+            {
+                "IRIS_API_HOST": "0.0.0.0",
+                "IRIS_TLS_CERT": "/nonexistent.crt",
+                "IRIS_TLS_KEY": "/x.key",
+            },
+            "does not exist",
+        ),
+        (
+            {"IRIS_API_HOST": "0.0.0.0", "IRIS_TLS_CERT": "GARBAGE", "IRIS_TLS_KEY": "GARBAGE"},
+            "not a PEM certificate",
+        ),
     ],
 )
 def test_bad_tls_settings_stop_serve_with_a_clear_error(
@@ -180,6 +194,69 @@ def test_bad_tls_settings_stop_serve_with_a_clear_error(
     assert done.returncode != 0
     assert words in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_bridge_recover_follows_the_same_tls_rules(
+    tls_agent: RemoteAgent, ca_file: Path, tmp_path: Path
+) -> None:
+    """``iris bridge recover`` sends the agent's token: never over plain HTTP to another host,
+    and over TLS only to a certificate it verifies against IRIS_TLS_CACERT."""
+    from iris_runtime.agents.registry import AgentRegistry
+
+    data = tmp_path / "data"
+    data.mkdir()
+    registry = AgentRegistry(data / "agents.json")
+    registry.register("plain", "http://198.51.100.55:4000", [], "plain-" + random.token_hex(8))
+    registry.register("far", tls_agent.bridge_url, [], tls_agent.token)
+    env = clean_environment(IRIS_DATA_DIR=str(data))
+    request_id = f"req-{uuid.uuid4().hex}"
+
+    done = run_iris("bridge", "recover", "plain", request_id, env=env, timeout=30)
+    assert done.returncode != 0 and "plain HTTP to another host" in done.stderr, done.stderr
+
+    done = run_iris("bridge", "recover", "far", request_id, env=env, timeout=60)
+    assert done.returncode != 0 and "failed TLS verification" in done.stderr, done.stderr
+
+    env["IRIS_TLS_CACERT"] = str(ca_file)
+    done = run_iris("bridge", "recover", "far", request_id, env=env, timeout=60)
+    assert done.returncode != 0 and "has no job" in done.stderr, done.stderr  # verified, heard
+
+
+def test_tls_files_are_not_needed_when_every_listener_is_on_loopback(tmp_path: Path) -> None:
+    """A Docker agent inherits the host's IRIS_TLS_* paths, which do not exist in its container,
+    and binds loopback only: it must start."""
+    iris = IrisServer(
+        tmp_path / "data",
+        env={"IRIS_TLS_CERT": "/nonexistent.crt", "IRIS_TLS_KEY": "/nonexistent.key"},
+    ).start()
+    try:
+        assert iris.get("/health").status == 200
+    finally:
+        iris.stop()
+
+
+def test_an_api_on_every_interface_speaks_plain_http_on_loopback_and_tls_elsewhere(
+    far_host: NetNamespace, pki: OpenBaoPki, folder: Path, ca_file: Path, tmp_path: Path
+) -> None:
+    """TLS is chosen per connection by the address it arrived on: the host's own agents and
+    health checks use http://127.0.0.1, other hosts https://<address>."""
+    cert, key = pki.issue("wild", ip_sans=[far_host.host_addr]).write(folder, "wild")
+    server = IrisServer(
+        tmp_path / "data",
+        env={"IRIS_API_HOST": "0.0.0.0", "IRIS_TLS_CERT": str(cert), "IRIS_TLS_KEY": str(key)},
+    )
+    server.start()  # its own /health check is plain HTTP to 0.0.0.0, i.e. loopback
+    try:
+        plain = requests.get(f"http://127.0.0.1:{server.port}/health", timeout=10)
+        assert plain.status_code == 200
+        secure = requests.get(
+            f"https://{far_host.host_addr}:{server.port}/health", verify=str(ca_file), timeout=10
+        )
+        assert secure.status_code == 200
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"http://{far_host.host_addr}:{server.port}/health", timeout=10)
+    finally:
+        server.stop()
 
 
 def test_an_agent_on_another_host_reads_its_secret_through_the_tls_broker(

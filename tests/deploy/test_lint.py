@@ -127,8 +127,8 @@ def test_every_role_declares_its_arguments() -> None:
 def test_inventory_variables_are_declared_by_a_role(inventory: str) -> None:
     """A misspelt variable in an inventory is silently ignored by Ansible: catch it here."""
     declared = declared_variables()
-    group_vars = REPO / "inventories" / inventory / "group_vars"
-    for path in sorted(group_vars.rglob("*.yml")):
+    folder = REPO / "inventories" / inventory
+    for path in sorted([*folder.glob("group_vars/**/*.yml"), *folder.glob("host_vars/**/*.yml")]):
         values = yaml.safe_load(path.read_text()) or {}
         for name in values:
             if name.startswith("ansible_"):
@@ -218,6 +218,16 @@ def test_plain_http_off_loopback_is_refused(tmp_path: Path) -> None:
     assert_stopped_at_preflight(run, "iris_secrets_listen_address")
 
 
+def test_plain_http_vault_on_another_host_is_refused(tmp_path: Path) -> None:
+    run = preflight_run(
+        tmp_path,
+        "runtime.yml",
+        {"iris_runtime_vault_addr": "https://192.0.2.1:8200,http://192.0.2.2:8200"},
+    )
+    assert_stopped_at_preflight(run, "iris_runtime_vault_addr")
+    assert "IRIS_INSECURE_HTTP" in run.output
+
+
 def test_invalid_secrets_mode_is_named(tmp_path: Path) -> None:
     run = preflight_run(tmp_path, "runtime.yml", {"iris_runtime_secrets_mode": "plaintext"})
     assert_stopped_at_preflight(run, "iris_runtime_secrets_mode")
@@ -269,6 +279,55 @@ def test_invalid_agent_state_is_named(tmp_path: Path) -> None:
     )
     assert_stopped_at_preflight(run, "iris_agent_agents")
     assert "gone" in run.output
+
+
+def test_the_same_agent_on_two_hosts_is_refused(tmp_path: Path) -> None:
+    """Agent hosts register their agents with one Iris by name: two hosts declaring one name
+    would flip-flop its registration, so the preflight stops every host before any change."""
+    inventory = tmp_path / "inventory"
+    inventory.mkdir()
+    local = {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"}
+    (inventory / "hosts.yml").write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "children": {
+                        "iris_runtime": {
+                            "hosts": {"iris": {**local, "iris_agent_agents": [{"name": "own"}]}}
+                        },
+                        "iris_agent_hosts": {
+                            "hosts": {
+                                "agents1": {**local, "iris_agent_agents": [{"name": "crawler"}]},
+                                "agents2": {**local, "iris_agent_agents": [{"name": "crawler"}]},
+                            }
+                        },
+                    }
+                }
+            }
+        )
+    )
+    playbook = tmp_path / "agent-hosts.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Agent hosts",
+                    "hosts": "iris_agent_hosts",
+                    "gather_facts": False,
+                    "roles": [{"role": "iris_agent", "iris_agent_register_with": "iris"}],
+                }
+            ]
+        )
+    )
+    run = run_playbook(
+        playbook,
+        ["-i", str(inventory), "--check", "-e", "ansible_become=false"],
+        log=tmp_path / "preflight.log",
+        tmp=tmp_path,
+        timeout=300,
+    )
+    assert_stopped_at_preflight(run, "crawler declared on more than one")
+    assert set(run.failed_tasks) == {"agents1", "agents2"}, run.describe()
 
 
 def test_credential_in_agent_environment_is_refused_without_showing_it(tmp_path: Path) -> None:

@@ -130,9 +130,10 @@ class FleetSite:
         return reply.status_code, str(body.get("value") or body.get("code"))
 
 
-def place_tls(member: FleetHost, pki: OpenBaoPki) -> dict[str, str]:
+def place_tls(member: FleetHost, pki: OpenBaoPki, prefix: str = "IRIS_TLS") -> dict[str, str]:
     """The operator's files: the host's certificate (for its address) and key, and the CA. The
-    key stays root's (0600): units get it as a systemd credential."""
+    key stays root's (0600): units get it as a systemd credential. ``prefix`` IRIS_AGENT_TLS
+    names them as an agent host's agents' bridge certificate."""
     folder = member.path(TLS_DIR)
     folder.mkdir(parents=True)
     folder.chmod(0o755)
@@ -140,8 +141,8 @@ def place_tls(member: FleetHost, pki: OpenBaoPki) -> dict[str, str]:
     cert.chmod(0o644)
     pki.write_ca(folder / "ca.crt").chmod(0o644)
     return {
-        "IRIS_TLS_CERT": f"{TLS_DIR}/host.crt",
-        "IRIS_TLS_KEY": f"{TLS_DIR}/host.key",
+        f"{prefix}_CERT": f"{TLS_DIR}/host.crt",
+        f"{prefix}_KEY": f"{TLS_DIR}/host.key",
         "IRIS_TLS_CACERT": f"{TLS_DIR}/ca.crt",
     }
 
@@ -183,13 +184,16 @@ def fleet_site(
                 fleet.boot(name, ["iris_secrets"])
             iris = fleet.boot("iris", ["iris_runtime"])
             agent_host = fleet.boot("agent1", ["iris_agent_hosts"])
-            # Iris's API faces the LAN (agent hosts use it as their broker): TLS.
+            # Iris's API faces the LAN (agent hosts use it as their broker): TLS. The OpenBao
+            # nodes here speak plain HTTP on a LAN inside this machine, which Iris refuses unless
+            # told explicitly (IRIS_INSECURE_HTTP; a real fleet gives OpenBao certificates).
             iris.host_vars.update(
-                iris_runtime_api_host=iris.addr, iris_runtime_env=place_tls(iris, pki)
+                iris_runtime_api_host=iris.addr,
+                iris_runtime_env={**place_tls(iris, pki), "IRIS_INSECURE_HTTP": "1"},
             )
             agent_host.host_vars.update(
                 iris_runtime_env={
-                    **place_tls(agent_host, pki),
+                    **place_tls(agent_host, pki, "IRIS_AGENT_TLS"),
                     "IRIS_BRIDGE_HOST": agent_host.addr,
                     "IRIS_AGENT_BROKER_URL": f"https://{iris.addr}:{API_PORT}",
                     "IRIS_SCRIPT_FILE": str(SCRIPT),
@@ -367,3 +371,52 @@ def test_a_second_converge_changes_nothing(fleet_site: FleetSite) -> None:
     changed = {host: r.changed for host, r in again.recap.items() if r.changed}
     assert not changed, again.describe()
     print(f"\nfleet second converge: {again.seconds:.1f} s")
+
+
+def test_runtime_converges_with_the_first_secrets_node_down(fleet_site: FleetSite) -> None:
+    """The first node's facts cannot be read: Iris still gets every node's address, and its
+    facts come from a live node."""
+    assert_ok(fleet_site.first)
+    site = fleet_site
+    first = site.nodes[0]
+    first.run("systemctl", "stop", "openbao.service")
+    try:
+        run = site.fleet.playbook("playbooks/runtime.yml", label="runtime-first-down")
+        assert_ok(run)
+        env = site.iris.path("/iris/.env").read_text()
+        assert ",".join(site.bao_url(n) for n in site.nodes) in env, env
+        assert site.read_through_iris() == (200, site.values[SECRET])
+    finally:
+        first.run("systemctl", "start", "openbao.service")
+    wait_for(lambda: site.health(first) in (200, 429), f"{first.name} back in the cluster")
+
+
+def test_a_replaced_first_node_joins_the_cluster_instead_of_making_one(
+    fleet_site: FleetSite,
+) -> None:
+    """docs/deploy.md "Replacing a secrets node" for the first of the list: it must join the
+    existing cluster (same data, same keys), never initialise a second one."""
+    assert_ok(fleet_site.first)
+    site = fleet_site
+    first = site.nodes[0]
+    first.run("systemctl", "stop", "openbao.service")
+    leader = site.leader()
+    removed = requests.post(
+        f"{site.bao_url(leader)}/v1/sys/storage/raft/remove-peer",
+        headers={"X-Vault-Token": site.root_token()},
+        json={"server_id": first.name},
+        timeout=10,
+    )
+    assert removed.status_code in (200, 204), removed.text
+    first.run("sh", "-c", "rm -rf /var/lib/openbao/* /var/lib/openbao/.[!.]*")
+    run = site.fleet.playbook("playbooks/secrets.yml", label="replace-first")
+    assert_ok(run)
+    assert "!!! OpenBao on" not in run.output  # the new-initialisation warning
+    wait_for(lambda: site.health(first) in (200, 429), f"{first.name} serving the cluster")
+    reply = requests.get(
+        f"{site.bao_url(first)}/v1/secret/data/iris/{SECRET}",
+        headers={"X-Vault-Token": site.root_token()},  # the old root token: the same cluster
+        timeout=10,
+    )
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["data"]["data"] == {"value": site.values[SECRET]}

@@ -164,3 +164,20 @@ def test_iris_vault_addr_lists_are_checked(tmp_path: Path) -> None:
         assert done.returncode != 0
         assert "IRIS_VAULT_ADDR" in done.stderr, done.stderr
     assert not (tmp_path / "data" / "agents.json").exists()
+
+
+def test_plain_http_vault_on_another_host_needs_the_insecure_switch(tmp_path: Path) -> None:
+    """The AppRole secret id, tokens and secret values must not cross a network in clear."""
+    addrs = "http://127.0.0.1:8200,http://192.0.2.7:8200"
+    with pytest.raises(ConfigError, match="plain HTTP to another host"):
+        Settings.from_env({"IRIS_VAULT_ADDR": addrs})
+    done = run_iris(
+        "serve",
+        env=clean_environment(
+            IRIS_DATA_DIR=str(tmp_path / "data"), IRIS_SECRET_BACKEND="vault", IRIS_VAULT_ADDR=addrs
+        ),
+        timeout=60,
+    )
+    assert done.returncode != 0 and "IRIS_INSECURE_HTTP=1" in done.stderr, done.stderr
+    allowed = Settings.from_env({"IRIS_VAULT_ADDR": addrs, "IRIS_INSECURE_HTTP": "1"})
+    assert allowed.vault_addrs == tuple(addrs.split(","))

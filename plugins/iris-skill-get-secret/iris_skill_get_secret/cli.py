@@ -82,17 +82,29 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def _opener(cafile: str | None = None) -> urllib.request.OpenerDirector:
-    tls = urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=cafile))
+    try:
+        context = ssl.create_default_context(cafile=cafile)
+    except (ssl.SSLError, OSError, ValueError):
+        raise Failure(
+            EXIT_USAGE, f"IRIS_TLS_CACERT {cafile} is missing, unreadable or not a PEM CA bundle"
+        ) from None
+    tls = urllib.request.HTTPSHandler(context=context)
     return urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect(), tls)
 
 
 def _is_loopback(host: str) -> bool:
-    if host.lower() in {"localhost", "localhost.localdomain", "ip6-localhost"}:
+    """Iris's own rule (``iris_runtime.tls.is_loopback``, which this script must not import; a
+    test keeps the two in step)."""
+    host = host.strip("[]").lower()
+    if host in {"localhost", "localhost.localdomain", "ip6-localhost"}:
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
 
 
 # -- configuration ------------------------------------------------------------------------------

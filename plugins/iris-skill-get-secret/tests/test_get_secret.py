@@ -376,3 +376,39 @@ def test_plain_http_to_another_host_is_exit_2_before_any_request() -> None:
     from iris_skill_get_secret.cli import broker_url
 
     assert broker_url({**env, "IRIS_INSECURE_HTTP": "1"}) == env["IRIS_SECRET_BROKER_URL"]
+
+
+def test_a_missing_ca_file_is_exit_2_not_a_traceback(tmp_path: Path) -> None:
+    env = {
+        "IRIS_SECRET_BROKER_URL": "https://127.0.0.1:9",
+        "IRIS_API_TOKEN": TOKEN_A,
+        "IRIS_TLS_CACERT": str(tmp_path / "no-such-ca.pem"),
+    }
+    result = get_secret("A_KEY", env=env, timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert "IRIS_TLS_CACERT" in one_line(result)
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1",
+        "127.8.9.10",
+        "::1",
+        "[::1]",
+        "::ffff:127.0.0.1",
+        "LOCALHOST",
+        "ip6-localhost",
+        "0.0.0.0",
+        "::",
+        "192.0.2.1",
+        "::ffff:192.0.2.1",
+        "example.com",
+        "fe80::1%eth0",
+    ],
+)
+def test_the_loopback_rule_is_irises(host: str) -> None:
+    """The script cannot import Iris: its copy of the rule must answer as Iris's does."""
+    from iris_runtime.tls import is_loopback
+
+    assert cli._is_loopback(host) is is_loopback(host)
