@@ -223,9 +223,13 @@ class AcpHost:
     async def _ensure(
         self, manifest: Manifest, key: tuple[Any, ...], model: str | None, chat_id: str
     ) -> tuple[Live, str | None]:
-        if self._dying is not None:
-            await self._dying  # one process at a time: the stopped one is gone first
-            self._dying = None
+        dying = self._dying
+        if dying is not None:
+            # One process at a time: the stopped one is gone first. Waited for, never awaited:
+            # a Stop of this turn must not cancel it (it would never retire the process).
+            await asyncio.wait({dying})
+            if self._dying is dying:
+                self._dying = None
         live = self._live
         if live is not None and (live.key != key or not live.process.alive):
             await self._retire(live)
@@ -405,7 +409,8 @@ class AcpHost:
                 )
             except Exception as exc:  # an agent that ignores cancel, or is already gone
                 log.info("acp agent %s did not end its prompt on cancel: %r", live.key[0], exc)
-            await self._retire(live)
+            finally:
+                await self._retire(live)
 
         self._dying = asyncio.get_running_loop().create_task(finish())
 
