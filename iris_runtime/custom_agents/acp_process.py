@@ -27,6 +27,7 @@ STDERR_LOG_BUDGET = 64 * 1024  # bytes of one process's stderr copied into Iris'
 STDERR_LINE_CHARS = 500
 STDERR_TAIL_LINES = 10  # kept for the chat when the process dies
 SHOWN_LINE_CHARS = 120
+REAP_POLL_SECONDS = 0.05
 
 
 @dataclass
@@ -48,17 +49,24 @@ class AgentProcess:
         return self.process.returncode is None
 
     def kill(self) -> None:
-        """SIGKILL, no warning; a process already gone is fine."""
+        """SIGKILL, no warning, to the process's whole group (it was started as a session leader):
+        a shell wrapper's or an npx adapter's children go with it. A group already gone is fine."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         if self.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.process.send_signal(signal.SIGKILL)
 
     async def reap(self, timeout: float = 5.0) -> int | None:
-        """Wait for the exit and the pipes to drain; the exit code (None if it would not end)."""
-        try:
-            code = await asyncio.wait_for(self.process.wait(), timeout)
-        except TimeoutError:
-            return None
+        """Wait for the exit (its status, not the pipes' end: something that escaped the group
+        may hold them), then briefly for the pipes to drain; the exit code (None if it would not
+        end)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.process.returncode is None:
+            if asyncio.get_running_loop().time() >= deadline:
+                return None
+            await asyncio.sleep(REAP_POLL_SECONDS)
+        code = self.process.returncode
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.gather(*self._tasks, return_exceptions=True), 1.0)
         return code
