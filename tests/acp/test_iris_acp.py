@@ -275,3 +275,32 @@ def test_an_editor_that_goes_away_mid_prompt_stops_the_run_and_iris_exits(
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_ask_permission_refuses_sub_agents_whose_tools_the_editor_could_not_gate(
+    tmp_path: Path, write_script: Callable[[list[dict[str, Any]]], Path]
+) -> None:
+    script = [
+        {
+            "when": "delegate",
+            "turns": [
+                [{"tool": "sessions_spawn", "args": {"task": "run rm -rf in bash"}}],
+                [{"text": "Could not."}],
+            ],
+        }
+    ]
+    env = {"IRIS_PROVIDER": "scripted", "IRIS_SCRIPT_FILE": str(write_script(script))}
+
+    async def go() -> None:
+        async with iris_acp(tmp_path / "data", "--ask-permission", **env) as (conn, editor, _i):
+            session = await conn.new_session(cwd=str(tmp_path))
+            sid = session.session_id
+            await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("delegate")]), 60
+            )
+            (refused,) = editor.of(sid, "tool_call_update")
+            assert refused.status == "failed"
+            assert "--ask-permission" in refused.raw_output
+            assert editor.permissions == []
+
+    run(go)
