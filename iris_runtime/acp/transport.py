@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
+from iris_runtime.engine.agent import SILENT_MARKER
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.runs import RunTicket
 from iris_runtime.engine.transport import (
@@ -74,25 +75,38 @@ class AcpContext:
         self.on_text_delta: Callable[[str], None] = self._delta
         self._parts: list[str] = []
         self._streamed = ""  # the text of the model turn in progress, as sent
+        self._held = ""  # not sent yet: it may still turn out to begin with [SILENT]
         self._lock = threading.Lock()
 
     def _delta(self, text: str) -> None:
         with self._lock:
-            self._streamed += text
-        if self._stream is not None and text:
-            self._stream.text(text)
+            if self._streamed:
+                send = text
+            else:
+                self._held += text
+                begun = self._held.lstrip()  # the engine strips the text it delivers
+                if len(begun) < len(SILENT_MARKER) and SILENT_MARKER.startswith(begun):
+                    return  # it could still be [SILENT]
+                if begun.startswith(SILENT_MARKER):
+                    return  # withheld: the engine delivers nothing for it either
+                send, self._held = self._held, ""
+            self._streamed += send
+        if self._stream is not None and send:
+            self._stream.text(send)
 
     def _tool(self, event: ToolEvent) -> None:
+        with self._lock:  # the model turn's text is over (delivered, or withheld as silent)
+            self._streamed = self._held = ""
         if self._stream is not None:
             self._stream.tool(event)
 
     def respond(self, text: str, should_log: bool = True) -> None:
         with self._lock:
             self._parts.append(text)
-            streamed, self._streamed = self._streamed, ""
+            streamed, self._streamed, self._held = self._streamed.strip(), "", ""
         if self._stream is None or not text:
             return
-        if text.startswith(streamed):
+        if text.startswith(streamed):  # the engine strips what it delivers: so is ``streamed``
             rest = text[len(streamed) :]
         else:  # what streamed was not this reply (it was rewritten): send the reply whole
             rest = f"\n\n{text}" if streamed else text

@@ -304,3 +304,27 @@ def test_ask_permission_refuses_sub_agents_whose_tools_the_editor_could_not_gate
             assert editor.permissions == []
 
     run(go)
+
+
+def test_streamed_text_is_sent_once_and_a_silent_reply_never_streams(
+    tmp_path: Path, write_script: Callable[[list[dict[str, Any]]], Path]
+) -> None:
+    script = [
+        {"when": "greet", "turns": [[{"text": "Hello"}, {"text": " world\n"}]]},
+        {"when": "hush", "turns": [[{"text": " [SIL"}, {"text": "ENT] nothing to say"}]]},
+        {"when": "bracket", "turns": [[{"text": "[S"}, {"text": "ure] ok"}]]},
+    ]
+    env = {"IRIS_PROVIDER": "scripted", "IRIS_SCRIPT_FILE": str(write_script(script))}
+
+    async def go() -> None:
+        async with iris_acp(tmp_path / "data", **env) as (conn, editor, _i):
+            said = {}
+            for word in ("greet", "hush", "bracket"):
+                session = await conn.new_session(cwd=str(tmp_path))
+                await asyncio.wait_for(
+                    conn.prompt(session_id=session.session_id, prompt=[text_block(word)]), 60
+                )
+                said[word] = editor.text(session.session_id)
+            assert said == {"greet": "Hello world\n", "hush": "", "bracket": "[Sure] ok"}
+
+    run(go)
