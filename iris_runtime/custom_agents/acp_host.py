@@ -63,6 +63,7 @@ class AcpFailure(Exception):
     """The turn fails; the message says why, for the chat. ``detail``: an error answer's data."""
 
     detail: Any = None
+    answered: bool = False  # the agent answered with an error (not a hang, not a death)
 
 
 @dataclass
@@ -327,17 +328,22 @@ class AcpHost:
     async def _with_mcp(
         self, live: Live, what: str, call: Callable[[list[Any]], Awaitable[T]]
     ) -> T:
-        """``what`` with Iris's MCP server; refused, one retry with none (and none from then on,
-        until the agent's restart), and the log names the agent and its reason."""
+        """``what`` with Iris's MCP server; refused (an error answer: a hang or a death is no
+        refusal), one retry with none (and none from then on, until the agent's restart), its
+        tools token revoked, and the log names the agent and its reason (never the token)."""
         try:
             return await self._step(live, what, call(list(live.mcp or [])))
         except AcpFailure as exc:
-            if not live.mcp or not live.process.alive:
+            if not live.mcp or not exc.answered or not live.process.alive:
                 raise
             why = f"{exc} {exc.detail}" if exc.detail is not None else str(exc)
+            if live.token:  # an error that echoes its input would show the server's env
+                why = why.replace(live.token, "[the tools token]")
             msg = "acp agent %s refused %s with MCP servers (%s); retrying without"
             log.warning(msg, live.key[0], what, why)
             live.mcp = None
+            self.grants.revoke(live.token)
+            live.token = ""
             self._no_mcp.add(live.key[0])
         return await self._step(live, what, call([]))
 
@@ -370,7 +376,7 @@ class AcpHost:
             raise AcpFailure(f"it did not answer {what} within {timeout:g} s") from None
         except RequestError as exc:
             failure = AcpFailure(f"it answered {what} with an error: {_said(exc)}")
-            failure.detail = exc.data
+            failure.detail, failure.answered = exc.data, True
             raise failure from None
         except (ConnectionError, OSError, EOFError):
             code = await live.process.reap(2.0)
