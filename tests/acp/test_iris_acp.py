@@ -295,9 +295,7 @@ def test_ask_permission_refuses_sub_agents_whose_tools_the_editor_could_not_gate
         async with iris_acp(tmp_path / "data", "--ask-permission", **env) as (conn, editor, _i):
             session = await conn.new_session(cwd=str(tmp_path))
             sid = session.session_id
-            await asyncio.wait_for(
-                conn.prompt(session_id=sid, prompt=[text_block("delegate")]), 60
-            )
+            await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("delegate")]), 60)
             (refused,) = editor.of(sid, "tool_call_update")
             assert refused.status == "failed"
             assert "--ask-permission" in refused.raw_output
