@@ -196,16 +196,17 @@ def test_model_choice_sets_the_variable_and_the_config_option(setup: Setup) -> N
     setup.serve()
     shown = setup.ask("m", "@coder /model").json()["text"]
     assert shown == "Coder model: default. Offered: fast, deep (Deep), or default."
-    assert setup.ask("m", "@coder env").json()["text"].endswith("model=")
+    on_default = setup.ask("m", "@coder env").json()["text"]
+    assert on_default.endswith("model=")
     assert recorded(record, "session/set_config_option") == []  # Default gets neither
     chosen = setup.ask("m", "@coder /model deep").json()["text"]
     assert chosen == "Coder uses Deep from the next message."
-    before = pid_of(setup.ask("m", "@coder env").json()["text"].split("\n")[-1])
     # A change applies from the next turn: a new process with the variable set.
-    assert setup.ask("m", "@coder env").json()["text"].endswith("model=deep")
+    on_deep = setup.ask("m", "@coder env").json()["text"]
+    assert on_deep.endswith("model=deep")
+    assert pid_of(on_deep) != pid_of(on_default)
     (config,) = recorded(record, "session/set_config_option")
     assert (config["config_id"], config["value"]) == ("model", "deep")
-    assert before
     assert "offers no model 'huge'" in setup.ask("m", "@coder /model huge").json()["text"]
     # An agent that rejects session/set_config_option keeps working.
     setup.ask("m", "@plain /model fast")
