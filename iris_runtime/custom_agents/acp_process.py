@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from iris_runtime.acp.lines import read_lines
+
 log = logging.getLogger("iris_runtime.custom_agents.acp")
 
 # The SDK's own default for a stdio line: images arrive base64 in one line.
@@ -84,27 +86,12 @@ class AgentProcess:
         return f"the agent process {how} before answering{said}"
 
     async def _pump_stdout(self, stdout: asyncio.StreamReader) -> None:
-        overlong = False  # inside a line past the limit: drop it up to its newline
         try:
-            while True:
-                try:
-                    line = await stdout.readuntil(b"\n")
-                except asyncio.IncompleteReadError as exc:
-                    line = exc.partial
-                except asyncio.LimitOverrunError as exc:
-                    if not overlong:
-                        self._malformed(b"(a line longer than %d bytes)" % LINE_LIMIT)
-                    overlong = True
-                    await stdout.readexactly(exc.consumed)
-                    continue
-                if not line:
-                    break
-                if overlong:
-                    overlong = False
-                    continue
-                stripped = line.strip()
-                if stripped:
-                    self._forward(stripped)
+            async for line in read_lines(stdout):
+                if line is None:
+                    self._malformed(b"(a line longer than %d bytes)" % LINE_LIMIT)
+                else:
+                    self._forward(line)
         except (ConnectionError, OSError) as exc:
             log.info("acp agent %s [%d]: stdout closed: %s", self.kind, self.pid, exc)
         finally:

@@ -326,3 +326,32 @@ def test_streamed_text_is_sent_once_and_a_silent_reply_never_streams(
             assert said == {"greet": "Hello world\n", "hush": "", "bracket": "[Sure] ok"}
 
     run(go)
+
+
+def test_an_overlong_line_gets_one_parse_error_and_its_rest_is_dropped(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    environment = clean_environment(IRIS_DATA_DIR=str(tmp_path / "data"), **env)
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}},
+    }
+    overlong = "x" * (50 * 1024 * 1024 + 300_000) + " " + json.dumps({**initialize, "id": 9})
+    done = subprocess.run(
+        [sys.executable, "-m", "iris_runtime", "acp"],
+        input=overlong + "\n" + json.dumps(initialize) + "\n",
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    out = [json.loads(line) for line in done.stdout.splitlines()]
+    assert out[0] == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "Parse error"},
+    }
+    assert [m.get("id") for m in out[1:]] == [1]
