@@ -401,8 +401,11 @@ class AcpHost:
             self.turns.end(turn, "done")
 
     def _fail(self, turn: Turn, error: str) -> None:
-        self._errors[turn.turn_id] = error
-        self.turns.end(turn, "failed")
+        if turn.ended is not None:  # already over (stopped, timed out): nobody reads the error
+            return
+        self._errors[turn.turn_id] = error  # before the end: the engine thread reads it then
+        if not self.turns.end(turn, "failed"):
+            self._errors.pop(turn.turn_id, None)  # it ended meanwhile: the same
 
     async def _cancel_then_kill(self, live: Live, prompt: concurrent.futures.Future[None]) -> None:
         """Stop: ``session/cancel``, a short grace for the prompt to answer, then SIGKILL."""
