@@ -14,6 +14,7 @@ from typing import Protocol
 
 from iris_runtime.engine.agent import SILENT_MARKER
 from iris_runtime.engine.core import Engine
+from iris_runtime.engine.headless import HeadlessContext
 from iris_runtime.engine.runs import RunTicket
 from iris_runtime.engine.transport import (
     ChannelInfo,
@@ -60,23 +61,17 @@ class PromptStream(Protocol):
     def tool(self, event: ToolEvent) -> None: ...
 
 
-class AcpContext:
+class AcpContext(HeadlessContext):
     """One run's reply plumbing: deltas and tool cards stream to the editor as they happen;
     a reply that arrives whole (a routed answer, an error) is sent for what did not stream."""
 
     def __init__(self, event: TransportEvent, stream: PromptStream | None) -> None:
-        self.transport_id = ACP_PROFILE.transport_id
-        self.message = event
-        self.channel_name: str | None = None
-        self.channels: list[ChannelInfo] = []
-        self.users: list[UserInfo] = []
+        super().__init__(ACP_PROFILE.transport_id, event)
         self._stream = stream
-        self.on_tool_event: Callable[[ToolEvent], None] | None = self._tool
+        self.on_tool_event = self._tool
         self.on_text_delta: Callable[[str], None] = self._delta
-        self._parts: list[str] = []
         self._streamed = ""  # the text of the model turn in progress, as sent
         self._held = ""  # not sent yet: it may still turn out to begin with [SILENT]
-        self._lock = threading.Lock()
 
     def _delta(self, text: str) -> None:
         with self._lock:
@@ -117,29 +112,6 @@ class AcpContext:
         with self._lock:
             self._parts = []
         self.respond(text)
-
-    def respond_in_thread(self, text: str) -> None:
-        self.respond(text)
-
-    def set_typing(self, is_typing: bool) -> None:
-        return None
-
-    def upload_file(self, file_path: str, title: str | None = None) -> None:
-        return None
-
-    def set_working(self, working: bool) -> None:
-        return None
-
-    def delete_message(self) -> None:
-        with self._lock:
-            self._parts = []
-
-    def accumulated_text(self) -> str:
-        with self._lock:
-            return "\n\n".join(self._parts)
-
-    def set_status(self, text: str) -> None:
-        return None
 
 
 class AcpTransport:
