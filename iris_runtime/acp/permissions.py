@@ -24,6 +24,12 @@ from iris_runtime.engine.tools import Tool, ToolContext, ToolRegistry, ToolResul
 log = logging.getLogger(__name__)
 
 GATED = ("bash", "write", "edit")
+# A sub-agent's own bash/write/edit calls would run in its channel, where no editor is asked.
+UNGATEABLE = ("sessions_spawn",)
+SPAWN_REFUSED = (
+    "sessions_spawn is off: Iris runs with --ask-permission, and a sub-agent's bash, write and "
+    "edit calls could not be put to the user for permission. Do the task here instead."
+)
 OPTIONS = [
     PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
     PermissionOption(option_id="always", name="Always allow", kind="allow_always"),
@@ -104,14 +110,34 @@ class GatedTool:
         return self._inner.run(args, ctx)
 
 
+class RefusedTool:
+    """``inner`` refused outright: a tool whose effects the editor could not be asked about."""
+
+    def __init__(self, inner: Tool, why: str) -> None:
+        self.name = inner.name
+        self.description = inner.description
+        self.parameters = inner.parameters
+        self.kind = tool_kind(inner)
+        self._why = why
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return ToolResult(self._why, is_error=True)
+
+
 def gate_tools(tools: ToolRegistry, asker: Asker) -> list[str]:
-    """Put the bash and file-writing tools behind ``asker``; returns the names gated."""
+    """Put the bash and file-writing tools behind ``asker``, and refuse the tools that would run
+    them where the editor is not asked (a sub-agent runs in its own channel); returns the names
+    gated."""
     gated = []
     for name in GATED:
         tool = tools.get(name)
         if tool is not None:
             tools.replace(GatedTool(tool, asker))
             gated.append(name)
+    for name in UNGATEABLE:
+        tool = tools.get(name)
+        if tool is not None:
+            tools.replace(RefusedTool(tool, SPAWN_REFUSED))
     return gated
 
 

@@ -19,6 +19,7 @@ from acp import run_agent
 from acp.interfaces import Agent
 
 from iris_runtime.acp.agent import IrisAgent
+from iris_runtime.acp.lines import read_lines
 from iris_runtime.acp.models import ModelOption
 from iris_runtime.acp.permissions import Asker, gate_tools
 from iris_runtime.acp.transport import AcpTransport
@@ -79,19 +80,8 @@ async def _check_lines(
 ) -> None:
     """Pass JSON objects on to the SDK; answer anything else with a parse error."""
     try:
-        while True:
-            try:
-                line = await source.readuntil(b"\n")
-            except asyncio.IncompleteReadError as exc:
-                line = exc.partial
-            except asyncio.LimitOverrunError as exc:
-                await source.readexactly(exc.consumed)
-                line = b"\x00"  # the rest of an overlong line is dropped at its newline
-            if not line:
-                return
-            stripped = line.strip()
-            if not stripped:
-                continue
+        async for line in read_lines(source):
+            stripped = line if line is not None else b"(a line longer than the limit)"
             try:
                 message = json.loads(stripped)
             except (ValueError, RecursionError):

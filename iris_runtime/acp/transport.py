@@ -12,7 +12,9 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
+from iris_runtime.engine.agent import SILENT_MARKER
 from iris_runtime.engine.core import Engine
+from iris_runtime.engine.headless import HeadlessContext
 from iris_runtime.engine.runs import RunTicket
 from iris_runtime.engine.transport import (
     ChannelInfo,
@@ -59,40 +61,47 @@ class PromptStream(Protocol):
     def tool(self, event: ToolEvent) -> None: ...
 
 
-class AcpContext:
+class AcpContext(HeadlessContext):
     """One run's reply plumbing: deltas and tool cards stream to the editor as they happen;
     a reply that arrives whole (a routed answer, an error) is sent for what did not stream."""
 
     def __init__(self, event: TransportEvent, stream: PromptStream | None) -> None:
-        self.transport_id = ACP_PROFILE.transport_id
-        self.message = event
-        self.channel_name: str | None = None
-        self.channels: list[ChannelInfo] = []
-        self.users: list[UserInfo] = []
+        super().__init__(ACP_PROFILE.transport_id, event)
         self._stream = stream
-        self.on_tool_event: Callable[[ToolEvent], None] | None = self._tool
+        self.on_tool_event = self._tool
         self.on_text_delta: Callable[[str], None] = self._delta
-        self._parts: list[str] = []
         self._streamed = ""  # the text of the model turn in progress, as sent
-        self._lock = threading.Lock()
+        self._held = ""  # not sent yet: it may still turn out to begin with [SILENT]
 
     def _delta(self, text: str) -> None:
         with self._lock:
-            self._streamed += text
-        if self._stream is not None and text:
-            self._stream.text(text)
+            if self._streamed:
+                send = text
+            else:
+                self._held += text
+                begun = self._held.lstrip()  # the engine strips the text it delivers
+                if len(begun) < len(SILENT_MARKER) and SILENT_MARKER.startswith(begun):
+                    return  # it could still be [SILENT]
+                if begun.startswith(SILENT_MARKER):
+                    return  # withheld: the engine delivers nothing for it either
+                send, self._held = self._held, ""
+            self._streamed += send
+        if self._stream is not None and send:
+            self._stream.text(send)
 
     def _tool(self, event: ToolEvent) -> None:
+        with self._lock:  # the model turn's text is over (delivered, or withheld as silent)
+            self._streamed = self._held = ""
         if self._stream is not None:
             self._stream.tool(event)
 
     def respond(self, text: str, should_log: bool = True) -> None:
         with self._lock:
             self._parts.append(text)
-            streamed, self._streamed = self._streamed, ""
+            streamed, self._streamed, self._held = self._streamed.strip(), "", ""
         if self._stream is None or not text:
             return
-        if text.startswith(streamed):
+        if text.startswith(streamed):  # the engine strips what it delivers: so is ``streamed``
             rest = text[len(streamed) :]
         else:  # what streamed was not this reply (it was rewritten): send the reply whole
             rest = f"\n\n{text}" if streamed else text
@@ -103,29 +112,6 @@ class AcpContext:
         with self._lock:
             self._parts = []
         self.respond(text)
-
-    def respond_in_thread(self, text: str) -> None:
-        self.respond(text)
-
-    def set_typing(self, is_typing: bool) -> None:
-        return None
-
-    def upload_file(self, file_path: str, title: str | None = None) -> None:
-        return None
-
-    def set_working(self, working: bool) -> None:
-        return None
-
-    def delete_message(self) -> None:
-        with self._lock:
-            self._parts = []
-
-    def accumulated_text(self) -> str:
-        with self._lock:
-            return "\n\n".join(self._parts)
-
-    def set_status(self, text: str) -> None:
-        return None
 
 
 class AcpTransport:

@@ -63,6 +63,7 @@ class AcpFailure(Exception):
     """The turn fails; the message says why, for the chat. ``detail``: an error answer's data."""
 
     detail: Any = None
+    answered: bool = False  # the agent answered with an error (not a hang, not a death)
 
 
 @dataclass
@@ -223,9 +224,13 @@ class AcpHost:
     async def _ensure(
         self, manifest: Manifest, key: tuple[Any, ...], model: str | None, chat_id: str
     ) -> tuple[Live, str | None]:
-        if self._dying is not None:
-            await self._dying  # one process at a time: the stopped one is gone first
-            self._dying = None
+        dying = self._dying
+        if dying is not None:
+            # One process at a time: the stopped one is gone first. Waited for, never awaited:
+            # a Stop of this turn must not cancel it (it would never retire the process).
+            await asyncio.wait({dying})
+            if self._dying is dying:
+                self._dying = None
         live = self._live
         if live is not None and (live.key != key or not live.process.alive):
             await self._retire(live)
@@ -323,17 +328,22 @@ class AcpHost:
     async def _with_mcp(
         self, live: Live, what: str, call: Callable[[list[Any]], Awaitable[T]]
     ) -> T:
-        """``what`` with Iris's MCP server; refused, one retry with none (and none from then on,
-        until the agent's restart), and the log names the agent and its reason."""
+        """``what`` with Iris's MCP server; refused (an error answer: a hang or a death is no
+        refusal), one retry with none (and none from then on, until the agent's restart), its
+        tools token revoked, and the log names the agent and its reason (never the token)."""
         try:
             return await self._step(live, what, call(list(live.mcp or [])))
         except AcpFailure as exc:
-            if not live.mcp or not live.process.alive:
+            if not live.mcp or not exc.answered or not live.process.alive:
                 raise
             why = f"{exc} {exc.detail}" if exc.detail is not None else str(exc)
+            if live.token:  # an error that echoes its input would show the server's env
+                why = why.replace(live.token, "[the tools token]")
             msg = "acp agent %s refused %s with MCP servers (%s); retrying without"
             log.warning(msg, live.key[0], what, why)
             live.mcp = None
+            self.grants.revoke(live.token)
+            live.token = ""
             self._no_mcp.add(live.key[0])
         return await self._step(live, what, call([]))
 
@@ -366,7 +376,7 @@ class AcpHost:
             raise AcpFailure(f"it did not answer {what} within {timeout:g} s") from None
         except RequestError as exc:
             failure = AcpFailure(f"it answered {what} with an error: {_said(exc)}")
-            failure.detail = exc.data
+            failure.detail, failure.answered = exc.data, True
             raise failure from None
         except (ConnectionError, OSError, EOFError):
             code = await live.process.reap(2.0)
@@ -391,8 +401,11 @@ class AcpHost:
             self.turns.end(turn, "done")
 
     def _fail(self, turn: Turn, error: str) -> None:
-        self._errors[turn.turn_id] = error
-        self.turns.end(turn, "failed")
+        if turn.ended is not None:  # already over (stopped, timed out): nobody reads the error
+            return
+        self._errors[turn.turn_id] = error  # before the end: the engine thread reads it then
+        if not self.turns.end(turn, "failed"):
+            self._errors.pop(turn.turn_id, None)  # it ended meanwhile: the same
 
     async def _cancel_then_kill(self, live: Live, prompt: concurrent.futures.Future[None]) -> None:
         """Stop: ``session/cancel``, a short grace for the prompt to answer, then SIGKILL."""
@@ -405,7 +418,8 @@ class AcpHost:
                 )
             except Exception as exc:  # an agent that ignores cancel, or is already gone
                 log.info("acp agent %s did not end its prompt on cancel: %r", live.key[0], exc)
-            await self._retire(live)
+            finally:
+                await self._retire(live)
 
         self._dying = asyncio.get_running_loop().create_task(finish())
 

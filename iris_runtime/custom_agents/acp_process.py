@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from iris_runtime.acp.lines import read_lines
+
 log = logging.getLogger("iris_runtime.custom_agents.acp")
 
 # The SDK's own default for a stdio line: images arrive base64 in one line.
@@ -27,6 +29,7 @@ STDERR_LOG_BUDGET = 64 * 1024  # bytes of one process's stderr copied into Iris'
 STDERR_LINE_CHARS = 500
 STDERR_TAIL_LINES = 10  # kept for the chat when the process dies
 SHOWN_LINE_CHARS = 120
+REAP_POLL_SECONDS = 0.05
 
 
 @dataclass
@@ -48,17 +51,24 @@ class AgentProcess:
         return self.process.returncode is None
 
     def kill(self) -> None:
-        """SIGKILL, no warning; a process already gone is fine."""
+        """SIGKILL, no warning, to the process's whole group (it was started as a session leader):
+        a shell wrapper's or an npx adapter's children go with it. A group already gone is fine."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         if self.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.process.send_signal(signal.SIGKILL)
 
     async def reap(self, timeout: float = 5.0) -> int | None:
-        """Wait for the exit and the pipes to drain; the exit code (None if it would not end)."""
-        try:
-            code = await asyncio.wait_for(self.process.wait(), timeout)
-        except TimeoutError:
-            return None
+        """Wait for the exit (its status, not the pipes' end: something that escaped the group
+        may hold them), then briefly for the pipes to drain; the exit code (None if it would not
+        end)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.process.returncode is None:
+            if asyncio.get_running_loop().time() >= deadline:
+                return None
+            await asyncio.sleep(REAP_POLL_SECONDS)
+        code = self.process.returncode
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.gather(*self._tasks, return_exceptions=True), 1.0)
         return code
@@ -76,27 +86,12 @@ class AgentProcess:
         return f"the agent process {how} before answering{said}"
 
     async def _pump_stdout(self, stdout: asyncio.StreamReader) -> None:
-        overlong = False  # inside a line past the limit: drop it up to its newline
         try:
-            while True:
-                try:
-                    line = await stdout.readuntil(b"\n")
-                except asyncio.IncompleteReadError as exc:
-                    line = exc.partial
-                except asyncio.LimitOverrunError as exc:
-                    if not overlong:
-                        self._malformed(b"(a line longer than %d bytes)" % LINE_LIMIT)
-                    overlong = True
-                    await stdout.readexactly(exc.consumed)
-                    continue
-                if not line:
-                    break
-                if overlong:
-                    overlong = False
-                    continue
-                stripped = line.strip()
-                if stripped:
-                    self._forward(stripped)
+            async for line in read_lines(stdout):
+                if line is None:
+                    self._malformed(b"(a line longer than %d bytes)" % LINE_LIMIT)
+                else:
+                    self._forward(line)
         except (ConnectionError, OSError) as exc:
             log.info("acp agent %s [%d]: stdout closed: %s", self.kind, self.pid, exc)
         finally:

@@ -193,9 +193,14 @@ def _models(value: Any) -> tuple[Model, ...]:
     models = []
     for item in value:
         entry = _object(item, "models[]", {"id"}, {"label"})
-        models.append(
-            Model(_string(entry, "id"), _string(entry, "label") if "label" in entry else None)
-        )
+        model_id = _string(entry, "id")
+        if any(c.isspace() for c in model_id):  # `/model <id>` takes one word
+            raise ManifestError('"models[].id" must not contain whitespace')
+        if model_id.lower() == "default":  # `/model default` goes back to the agent's own
+            raise ManifestError(
+                '"models[].id" must not be "default" (it means the agent\'s own default)'
+            )
+        models.append(Model(model_id, _string(entry, "label") if "label" in entry else None))
     return tuple(models)
 
 

@@ -123,6 +123,9 @@ class TestAgent:
         self.note("session/new", cwd=cwd, mcp=len(servers), **_shown_servers(servers))
         if "--hang-session" in self.flags:
             await asyncio.Event().wait()
+        if servers and "--refuse-mcp-echo" in self.flags:  # like a pydantic error's ``input``
+            shown = [s.model_dump(mode="json") for s in servers]
+            raise RequestError.invalid_params({"mcpServers": "unsupported", "input": shown})
         if servers and "--refuse-mcp" in self.flags:
             raise RequestError.invalid_params({"mcpServers": "this agent takes no MCP servers"})
         session_id = uuid.uuid4().hex

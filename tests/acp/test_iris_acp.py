@@ -275,3 +275,83 @@ def test_an_editor_that_goes_away_mid_prompt_stops_the_run_and_iris_exits(
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_ask_permission_refuses_sub_agents_whose_tools_the_editor_could_not_gate(
+    tmp_path: Path, write_script: Callable[[list[dict[str, Any]]], Path]
+) -> None:
+    script = [
+        {
+            "when": "delegate",
+            "turns": [
+                [{"tool": "sessions_spawn", "args": {"task": "run rm -rf in bash"}}],
+                [{"text": "Could not."}],
+            ],
+        }
+    ]
+    env = {"IRIS_PROVIDER": "scripted", "IRIS_SCRIPT_FILE": str(write_script(script))}
+
+    async def go() -> None:
+        async with iris_acp(tmp_path / "data", "--ask-permission", **env) as (conn, editor, _i):
+            session = await conn.new_session(cwd=str(tmp_path))
+            sid = session.session_id
+            await asyncio.wait_for(conn.prompt(session_id=sid, prompt=[text_block("delegate")]), 60)
+            (refused,) = editor.of(sid, "tool_call_update")
+            assert refused.status == "failed"
+            assert "--ask-permission" in refused.raw_output
+            assert editor.permissions == []
+
+    run(go)
+
+
+def test_streamed_text_is_sent_once_and_a_silent_reply_never_streams(
+    tmp_path: Path, write_script: Callable[[list[dict[str, Any]]], Path]
+) -> None:
+    script = [
+        {"when": "greet", "turns": [[{"text": "Hello"}, {"text": " world\n"}]]},
+        {"when": "hush", "turns": [[{"text": " [SIL"}, {"text": "ENT] nothing to say"}]]},
+        {"when": "bracket", "turns": [[{"text": "[S"}, {"text": "ure] ok"}]]},
+    ]
+    env = {"IRIS_PROVIDER": "scripted", "IRIS_SCRIPT_FILE": str(write_script(script))}
+
+    async def go() -> None:
+        async with iris_acp(tmp_path / "data", **env) as (conn, editor, _i):
+            said = {}
+            for word in ("greet", "hush", "bracket"):
+                session = await conn.new_session(cwd=str(tmp_path))
+                await asyncio.wait_for(
+                    conn.prompt(session_id=session.session_id, prompt=[text_block(word)]), 60
+                )
+                said[word] = editor.text(session.session_id)
+            assert said == {"greet": "Hello world\n", "hush": "", "bracket": "[Sure] ok"}
+
+    run(go)
+
+
+def test_an_overlong_line_gets_one_parse_error_and_its_rest_is_dropped(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    environment = clean_environment(IRIS_DATA_DIR=str(tmp_path / "data"), **env)
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}},
+    }
+    overlong = "x" * (50 * 1024 * 1024 + 300_000) + " " + json.dumps({**initialize, "id": 9})
+    done = subprocess.run(
+        [sys.executable, "-m", "iris_runtime", "acp"],
+        input=overlong + "\n" + json.dumps(initialize) + "\n",
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    out = [json.loads(line) for line in done.stdout.splitlines()]
+    assert out[0] == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "Parse error"},
+    }
+    assert [m.get("id") for m in out[1:]] == [1]

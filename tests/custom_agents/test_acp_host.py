@@ -4,9 +4,12 @@ test agent is built with the official SDK's agent side and runs as a real subpro
 from __future__ import annotations
 
 import base64
+import sys
+import time
+from pathlib import Path
 
 from tests.custom_agents.acp_setup import acp_agent, alive, pid_of, recorded
-from tests.custom_agents.conftest import Setup, wait_until
+from tests.custom_agents.conftest import Setup, wait_until, write_manifest
 from tests.web.conftest import SSEReader, in_background
 
 PNG = base64.b64decode(
@@ -193,16 +196,17 @@ def test_model_choice_sets_the_variable_and_the_config_option(setup: Setup) -> N
     setup.serve()
     shown = setup.ask("m", "@coder /model").json()["text"]
     assert shown == "Coder model: default. Offered: fast, deep (Deep), or default."
-    assert setup.ask("m", "@coder env").json()["text"].endswith("model=")
+    on_default = setup.ask("m", "@coder env").json()["text"]
+    assert on_default.endswith("model=")
     assert recorded(record, "session/set_config_option") == []  # Default gets neither
     chosen = setup.ask("m", "@coder /model deep").json()["text"]
     assert chosen == "Coder uses Deep from the next message."
-    before = pid_of(setup.ask("m", "@coder env").json()["text"].split("\n")[-1])
     # A change applies from the next turn: a new process with the variable set.
-    assert setup.ask("m", "@coder env").json()["text"].endswith("model=deep")
+    on_deep = setup.ask("m", "@coder env").json()["text"]
+    assert on_deep.endswith("model=deep")
+    assert pid_of(on_deep) != pid_of(on_default)
     (config,) = recorded(record, "session/set_config_option")
     assert (config["config_id"], config["value"]) == ("model", "deep")
-    assert before
     assert "offers no model 'huge'" in setup.ask("m", "@coder /model huge").json()["text"]
     # An agent that rejects session/set_config_option keeps working.
     setup.ask("m", "@plain /model fast")
@@ -270,3 +274,49 @@ def test_stop_during_a_hanging_session_creation_kills_the_half_started_agent(
     assert iris.post("/sessions/h/stop").json() == {"stopped": True}
     assert pending(30).json()["status"] == "stopped"
     wait_until(lambda: not alive(new["pid"]))
+
+
+def test_a_stop_while_waiting_for_a_dying_agent_does_not_wedge_the_host(setup: Setup) -> None:
+    """Stop in chat A (its agent ignores cancel); within the grace a turn in chat B waits for A's
+    process to go and is stopped too: the wait is abandoned, A's process still goes, and later
+    turns work."""
+    record = acp_agent(setup)
+    iris = setup.serve(IRIS_ACP_CANCEL_GRACE_MS="4000")
+    first = pid_of(setup.ask("a", "@coder env").json()["text"])
+    pending = in_background(lambda: setup.ask("a", "@coder hang"))
+    wait_until(lambda: [p for p in recorded(record, "session/prompt") if p["text"] == "hang"])
+    assert iris.post("/sessions/a/stop").json() == {"stopped": True}
+    assert pending(30).json()["status"] == "stopped"
+    waiting = in_background(lambda: setup.ask("b", "@coder echo too soon"))
+    time.sleep(1.0)  # B is waiting for A's process to go (the grace is 4 s)
+    assert alive(first)
+    assert iris.post("/sessions/b/stop").json() == {"stopped": True}
+    assert waiting(30).json()["status"] == "stopped"
+    later = setup.ask("b", "@coder echo later").json()
+    assert later["text"].endswith("You said: later"), later
+    assert not alive(first)
+
+
+def test_a_wrapped_agent_is_killed_with_its_whole_process_group(setup: Setup) -> None:
+    """A manifest's bin that is a shell wrapper: the wrapper, the agent it runs and anything else
+    it started go together, at once (no wait for the pipes they hold)."""
+    record = setup.tmp_path / "wrapped-acp.jsonl"
+    sleeper = setup.tmp_path / "sleeper.pid"
+    wrapper = setup.tmp_path / "agent-wrapper.sh"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"sleep 1000 &\necho $! > {sleeper}\n"
+        f"{sys.executable} -m iris_runtime.testing.acp_agent {record}\n"
+    )
+    wrapper.chmod(0o755)
+    write_manifest(setup.agents_d, "coder.json", {"kind": "coder", "bin": str(wrapper)})
+    setup.serve()
+    agent = pid_of(setup.ask("a", "@coder env").json()["text"])
+    shell = int(Path(f"/proc/{agent}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    sleeping = int(sleeper.read_text())
+    assert alive(shell) and alive(sleeping) and shell != agent
+    started = time.monotonic()
+    other = pid_of(setup.ask("b", "@coder env").json()["text"])
+    assert time.monotonic() - started < 4.0  # not held up waiting for the pipes' end
+    assert other != agent
+    wait_until(lambda: not (alive(agent) or alive(shell) or alive(sleeping)), timeout=2.0)

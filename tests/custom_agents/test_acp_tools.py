@@ -88,3 +88,30 @@ def test_an_agent_that_refuses_mcp_servers_gets_one_retry_without(setup: Setup) 
     log = iris.log_path.read_text(errors="replace")
     line = next(x for x in log.splitlines() if "refused session/new" in x)
     assert "acp agent plain" in line and "this agent takes no MCP servers" in line
+
+
+def test_a_hung_session_creation_is_not_taken_for_a_refusal_of_mcp(setup: Setup) -> None:
+    record = acp_agent(setup, "coder", "--hang-session")
+    iris = setup.serve(IRIS_ACP_START_TIMEOUT_MS="2000")
+    for chat in ("h", "k"):
+        reply = setup.ask(chat, "@coder echo hi")
+        assert reply.json()["error"] == "it did not answer session/new within 2 s"
+    # One attempt each, both with Iris's MCP server: a timeout is no refusal.
+    assert [n["mcp"] for n in recorded(record, "session/new")] == [1, 1]
+    assert iris.log_path is not None
+    assert "refused session/new" not in iris.log_path.read_text(errors="replace")
+
+
+def test_a_refusal_of_mcp_revokes_the_token_and_never_logs_it(setup: Setup) -> None:
+    record = acp_agent(setup, "plain", "--refuse-mcp-echo")
+    iris = setup.serve()
+    assert _said(setup, "r", "@plain echo hi") == "You said: hi"
+    first = recorded(record, "session/new")[0]
+    token = first["mcp_env"]["IRIS_TOOLS_TOKEN"]
+    with setup.reach() as reach:
+        used = reach.request("tool", token=token, name="note", args={"text": "x"})
+    assert used == {"error": "not allowed: this tools token is unknown or expired"}
+    assert iris.log_path is not None
+    log = iris.log_path.read_text(errors="replace")
+    assert "refused session/new" in log
+    assert token not in log

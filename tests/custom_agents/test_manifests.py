@@ -56,6 +56,16 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
     ("modelEnv without models", {**ACP, "modelEnv": "M"}, '"modelEnv" needs "models"'),
     ("empty models", {**ACP, "models": []}, '"models" must not be empty'),
     (
+        "model id with whitespace",
+        {**ACP, "models": [{"id": "deep seek"}]},
+        '"models[].id" must not contain whitespace',
+    ),
+    (
+        "model id default",
+        {**ACP, "models": [{"id": "default"}]},
+        '"models[].id" must not be "default" (it means the agent\'s own default)',
+    ),
+    (
         "args with relay",
         {**RELAY, "args": ["--x"]},
         '"args" cannot be used together with "relay"',
