@@ -4,6 +4,7 @@ workspace the command sees."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import threading
@@ -132,3 +133,46 @@ def test_switching_levels_hands_the_work_folder_over(tmp_path: Path) -> None:
     ctx.sandbox, ctx.sandboxes = "namespace", {"namespace": second}
     result = BashTool().run({"command": "echo two >> d/f && cat d/f"}, ctx)
     assert result.text == "one\ntwo\nexit code 0"
+
+
+def _swap_forever(work: Path, data_dir: Path, stop: threading.Event, swaps: list[int]) -> None:
+    """What a sandboxed command can do to its own work folder: swap ``real`` between a folder and
+    a symlink to Iris's data dir (atomically, so ``real`` always exists), as fast as it can."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, rename_exchange = -100, 2
+    real, link = bytes(work / "real"), bytes(work / "link")
+    os.symlink(data_dir, link)
+    while not stop.is_set():
+        if libc.renameat2(at_fdcwd, real, at_fdcwd, link, rename_exchange) != 0:
+            raise OSError(ctypes.get_errno(), "renameat2")
+        swaps[0] += 1
+
+
+def test_file_tools_never_follow_a_swapped_symlink(ctx: ToolContext) -> None:
+    """A command racing the tools (folder <-> symlink to the data dir) never gets them to read
+    Iris's token or write into the data dir."""
+    work = ctx.workspace / "work"
+    (work / "real").mkdir(parents=True)
+    (work / "real" / "api-token").write_text("decoy\n")
+    (work / "real" / "note.txt").write_text("decoy\n")
+    (ctx.workspace / "note.txt").write_text("data dir note\n")
+    stop, swaps = threading.Event(), [0]
+    swapper = threading.Thread(target=_swap_forever, args=(work, ctx.workspace, stop, swaps))
+    swapper.start()
+    leaks: list[str] = []
+    try:
+        for i in range(1500):
+            text = ReadTool().run({"path": "real/api-token"}, ctx).text
+            if "secret-token" in text:
+                leaks.append(f"read {i}")
+            WriteTool().run({"path": "real/note.txt", "content": "x\n"}, ctx)
+            EditTool().run({"path": "real/note.txt", "old_text": "x", "new_text": "x"}, ctx)
+            if (ctx.workspace / "note.txt").read_text() != "data dir note\n":
+                leaks.append(f"write {i}")
+                (ctx.workspace / "note.txt").write_text("data dir note\n")
+    finally:
+        stop.set()
+        swapper.join()
+    assert swaps[0] > 100
+    assert leaks == []
+    assert not [p for p in ctx.workspace.iterdir() if p.name.startswith(".note.txt")]

@@ -67,11 +67,17 @@ def resolve(view: WorkspaceView, user_path: str, *, write: bool) -> Path:
     """The host path a command in the sandbox would reach as ``user_path``.
 
     Raises InvalidInput for a path outside the view, and for a write to a read-only part."""
+    return locate(view, user_path, write=write)[1]
+
+
+def locate(view: WorkspaceView, user_path: str, *, write: bool) -> tuple[Path, Path]:
+    """Like ``resolve``, with the folder the path is confined to: open it with
+    ``workspace.read_confined``/``write_confined`` (no symlink followed after the check)."""
     if "\0" in user_path:
         raise InvalidInput("path contains a NUL byte", code="outside_workspace")
     root = view.root
     if not user_path.startswith("/") or root.inside == str(root.host):
-        return confine(root.host, user_path)  # relative, or the host level's real paths
+        return root.host, confine(root.host, user_path)  # relative, or the host level's paths
     inside = PurePosixPath(os.path.normpath(user_path))
     for mount in view.mounts:
         mount_point = PurePosixPath(mount.inside)
@@ -79,16 +85,17 @@ def resolve(view: WorkspaceView, user_path: str, *, write: bool) -> Path:
             if write and not mount.writable:
                 raise InvalidInput(f"{user_path} is read-only here", code="read_only")
             relative = str(inside.relative_to(mount_point))
-            return _confine_mount(mount, relative, user_path)
+            return _confine_mount(mount, relative)
     raise InvalidInput(
         f"path {user_path[:200]!r} is outside the workspace {root.inside}", code="outside_workspace"
     )
 
 
-def _confine_mount(mount: Mount, relative: str, user_path: str) -> Path:
+def _confine_mount(mount: Mount, relative: str) -> tuple[Path, Path]:
     if mount.host.is_dir() or relative != ".":
-        return confine(mount.host, relative)
-    return mount.host  # a single bound file (CONSTITUTION.md)
+        return mount.host, confine(mount.host, relative)
+    folder = mount.host.parent  # a single bound file (CONSTITUTION.md)
+    return folder, folder.resolve() / mount.host.name
 
 
 def to_inside(view: WorkspaceView, host_path: Path) -> str:
