@@ -13,12 +13,11 @@ from tests.test_plugins import python_path
 
 
 def test_a_plugin_level_serves_a_turn(
-    tmp_path: Path, start_iris: Callable[..., IrisServer]
+    unprivileged: tuple[Callable[..., IrisServer], Path],
 ) -> None:
-    require_tools("bwrap", "ip")
+    require_tools("bwrap", "ip")  # the fixture's level is built on namespace: not as root
     iris, report, results = served_turn(
-        start_iris,
-        tmp_path,
+        *unprivileged,
         "probe-box",
         IRIS_LOAD_PLUGINS="scripted,probe",
         PYTHONPATH=python_path(),
