@@ -23,6 +23,12 @@ def sandbox_checks(
             ("sandbox", "fail", f"{settings.sandbox}: {exc.message} (installed: {levels})")
         ], None
     rows = [("sandbox", "ok", f"{settings.sandbox} (installed: {levels})")]
+    if getattr(sandbox, "unproven", False):
+        detail = (
+            f"{settings.sandbox}: unproven (IRIS_SANDBOX_UNPROVEN=1): a wrap-only plugin level, "
+            f"no view and no probe; commands reach the whole data dir (installed: {levels})"
+        )
+        rows = [("sandbox", "warn", detail)]
     if not probe:
         return rows, None
     if not settings.data_dir.is_dir():

@@ -178,3 +178,24 @@ def test_file_tools_never_follow_a_swapped_symlink(ctx: ToolContext) -> None:
     assert swaps[0] > 100
     assert leaks == []
     assert not [p for p in ctx.workspace.iterdir() if p.name.startswith(".note.txt")]
+
+
+def test_file_tools_refuse_when_the_level_is_missing(tmp_path: Path) -> None:
+    """As bash does: a level not available here never falls back to the host's data dir."""
+    (tmp_path / "api-token").write_text("secret-token\n")
+    ctx = ToolContext(
+        workspace=tmp_path,
+        channel_dir=tmp_path / "chan",
+        abort=threading.Event(),
+        upload_file=lambda path, title: None,
+        sandbox="gvisor",
+        sandboxes={},
+    )
+    for result in (
+        ReadTool().run({"path": "api-token"}, ctx),
+        WriteTool().run({"path": "x.txt", "content": "x"}, ctx),
+        AttachTool().run({"path": "api-token"}, ctx),
+        BashTool().run({"command": "cat api-token"}, ctx),
+    ):
+        assert result.is_error and "secret-token" not in result.text, result.text
+    assert not (tmp_path / "x.txt").exists()
