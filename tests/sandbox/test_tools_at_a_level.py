@@ -79,9 +79,14 @@ def test_stop_kills_the_command(ctx: ToolContext) -> None:
 def test_output_cap_and_saved_full_output(ctx: ToolContext) -> None:
     result = BashTool().run({"command": "seq 1 5000; echo err >&2"}, ctx)
     assert result.text.startswith("[output truncated")
-    full = Path(result.details["full_output"])
-    assert full.read_text().splitlines()[-1] == "err"  # stdout and stderr, in order
-    assert full.read_text().splitlines()[0] == "1"
+    # Named as the command sees it, and reachable by the read tool and by the command.
+    shown = result.details["full_output"]
+    assert shown.startswith("/workspace/") and shown in result.text
+    whole = ReadTool().run({"path": shown, "limit": 1}, ctx)
+    assert whole.text.startswith("1\n"), whole.text
+    last = ReadTool().run({"path": shown, "offset": 5001}, ctx)
+    assert last.text == "err\n"  # stdout and stderr, in order
+    assert BashTool().run({"command": f"tail -n 1 {shown}"}, ctx).text.startswith("err")
 
 
 def test_file_tools_see_the_commands_workspace(ctx: ToolContext) -> None:
