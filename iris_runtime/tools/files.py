@@ -8,12 +8,13 @@ redirect them.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from iris_runtime.engine.tools import ToolContext, ToolResult
 from iris_runtime.errors import InvalidInput
-from iris_runtime.tools.sandbox.context import view_of
+from iris_runtime.tools.sandbox.context import sandbox_of, view_of
 from iris_runtime.tools.sandbox.view import locate, to_inside
 from iris_runtime.tools.workspace import display, read_confined, write_confined
 
@@ -78,7 +79,9 @@ class WriteTool:
         data = args["content"].encode("utf-8", errors="surrogatepass")
         try:
             root, path = locate(view_of(ctx), args["path"], write=True)
-            write_confined(root, path, args["path"], data, new_mode=_NEW_FILE_MODE)
+            write_confined(
+                root, path, args["path"], data, new_mode=_NEW_FILE_MODE, owner=_owner(ctx)
+            )
         except (InvalidInput, OSError) as exc:
             return _error(exc)
         return ToolResult(f"wrote {len(data)} bytes to {_display(ctx, path)}")
@@ -113,12 +116,21 @@ class EditTool:
             if count != 1:
                 raise InvalidInput(_occurrence_problem(count))
             replaced = text.replace(old, new, 1).encode("utf-8", errors="surrogatepass")
-            write_confined(root, path, args["path"], replaced, new_mode=_NEW_FILE_MODE)
+            write_confined(
+                root, path, args["path"], replaced, new_mode=_NEW_FILE_MODE, owner=_owner(ctx)
+            )
         except UnicodeDecodeError:
             return ToolResult(f"{args['path']} is not UTF-8 text; edit refused", is_error=True)
         except (InvalidInput, OSError) as exc:
             return _error(exc)
         return ToolResult(f"edited {_display(ctx, path)}")
+
+
+def _owner(ctx: ToolContext) -> int | None:
+    """The uid the level's commands write as on the host, when it is not Iris's own (gVisor's
+    and Docker's 10000): what the tools make is handed to it (root only can)."""
+    uid: int | None = getattr(sandbox_of(ctx), "command_uid", None)
+    return uid if uid is not None and os.geteuid() == 0 and uid != os.geteuid() else None
 
 
 def _occurrence_problem(count: int) -> str:

@@ -56,11 +56,11 @@ def _swapped(user_path: str) -> InvalidInput:
 
 @contextmanager
 def parent_folder(
-    root: Path, path: Path, user_path: str, *, create: bool = False
+    root: Path, path: Path, user_path: str, *, create: bool = False, owner: int | None = None
 ) -> Iterator[tuple[int, str]]:
     """A descriptor on the folder holding ``path`` (resolved, under ``root``), reached from
     ``root`` without following a symlink, and ``path``'s last component. ``create`` makes
-    missing folders on the way."""
+    missing folders on the way, given to uid and gid ``owner`` when set."""
     root_real = root.resolve()
     parts = path.relative_to(root_real).parts
     if not parts:
@@ -68,9 +68,11 @@ def parent_folder(
     fd = os.open(root_real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in parts[:-1]:
+            made = False
             if create:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o755, dir_fd=fd)
+                    made = True
             try:
                 child = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
@@ -79,6 +81,8 @@ def parent_folder(
                 raise
             os.close(fd)
             fd = child
+            if made and owner is not None:
+                os.fchown(fd, owner, owner)
         yield fd, parts[-1]
     finally:
         os.close(fd)
@@ -112,11 +116,18 @@ def read_confined(root: Path, path: Path, user_path: str, max_bytes: int) -> byt
 
 
 def write_confined(
-    root: Path, path: Path, user_path: str, data: bytes, *, new_mode: int = 0o644
+    root: Path,
+    path: Path,
+    user_path: str,
+    data: bytes,
+    *,
+    new_mode: int = 0o644,
+    owner: int | None = None,
 ) -> None:
     """Replace ``path`` (resolved, under ``root``) with ``data`` atomically: a temp file in the
-    same folder, then a rename, both relative to the folder's descriptor (never by path)."""
-    with parent_folder(root, path, user_path, create=True) as (folder, name):
+    same folder, then a rename, both relative to the folder's descriptor (never by path).
+    ``owner``: the uid (and gid) the file and new folders are given (the sandbox's command's)."""
+    with parent_folder(root, path, user_path, create=True, owner=owner) as (folder, name):
         try:
             info = os.stat(name, dir_fd=folder, follow_symlinks=False)
         except FileNotFoundError:
@@ -133,6 +144,8 @@ def write_confined(
                 fh.write(data)
                 fh.flush()
                 os.fchmod(fh.fileno(), mode)
+                if owner is not None:
+                    os.fchown(fh.fileno(), owner, owner)
                 os.fsync(fh.fileno())
             os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:

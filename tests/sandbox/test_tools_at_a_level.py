@@ -204,3 +204,14 @@ def test_file_tools_refuse_when_the_level_is_missing(tmp_path: Path) -> None:
     ):
         assert result.is_error and "secret-token" not in result.text, result.text
     assert not (tmp_path / "x.txt").exists()
+
+
+def test_the_command_can_change_what_the_file_tools_made(ctx: ToolContext) -> None:
+    """gVisor's and Docker's commands are uid 10000 on the host: what write and edit make (files
+    and new folders) is handed to that uid, so the command can change and remove it."""
+    assert not WriteTool().run({"path": "deep/er/a.txt", "content": "one\n"}, ctx).is_error
+    edited = EditTool().run({"path": "deep/er/a.txt", "old_text": "one", "new_text": "1"}, ctx)
+    assert not edited.is_error, edited.text
+    command = "echo two >> deep/er/a.txt && touch deep/er/b && rm -r deep && echo gone"
+    result = BashTool().run({"command": command}, ctx)
+    assert result.text.startswith("gone"), result.text
