@@ -55,7 +55,7 @@ def _snapshot(ctx: ToolContext, user_path: str) -> Path:
     data = read_confined(root, path, user_path, MAX_ATTACH_BYTES)
     if view.root.inside == str(view.root.host):
         return path  # the host level: no sandboxed command racing the upload
-    folder = ctx.channel_dir / "attachments" / secrets.token_hex(8)
+    folder = ctx.channel_dir / "outbox" / secrets.token_hex(8)
     folder.mkdir(mode=0o700, parents=True)
     snapshot = folder / path.name
     snapshot.write_bytes(data)
