@@ -150,7 +150,9 @@ def register_sandboxes(register: Callable[[str, Any], None]) -> None:
     that shows the host (Iris's uid, Iris's data folder, network where none was asked for) is
     refused. Built in: ``host``, ``namespace``, ``gvisor``,
     ``docker``, ``firecracker`` (docs/sandbox.md). An object with only ``wrap(argv) -> argv``
-    is still accepted: it runs the wrapped command in the host's workspace, unproven.
+    is refused unless ``IRIS_SANDBOX_UNPROVEN=1`` is set: it has no view and no probe, so its
+    commands (and the file tools) reach the host's whole data dir, unproven. With the opt-in it
+    runs, the log and ``iris doctor`` warn, and its commands never get ``IRIS_API_TOKEN``.
     """
 
 

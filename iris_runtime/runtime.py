@@ -22,6 +22,7 @@ from iris_runtime.secrets.broker import SecretBroker
 from iris_runtime.secrets.selection import broker_for
 from iris_runtime.tools.sandbox import split_level
 from iris_runtime.tools.sandbox.configured import configured_sandbox
+from iris_runtime.tools.sandbox.view import attachment_shower
 
 if TYPE_CHECKING:
     from iris_runtime.events.service import EventService
@@ -116,6 +117,7 @@ class Runtime:
             tools,
             extra_skills=host.skills(),
             sandboxes={settings.sandbox: sandbox},
+            show_attachment=attachment_shower(sandbox, settings.data_dir),
         )
         for transport in host.transports():
             engine.add_transport(transport.build(engine), fallback=transport.fallback)

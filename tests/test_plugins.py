@@ -161,14 +161,20 @@ def test_doctor_fails_on_a_rejected_plugin(tmp_path: Path) -> None:
 
 
 def test_doctor_sees_the_plugin_contributions(tmp_path: Path) -> None:
-    env = cli_env(tmp_path, IRIS_LOAD_PLUGINS="probe", IRIS_PROVIDER="probe", IRIS_SANDBOX="probe")
+    env = cli_env(
+        tmp_path,
+        IRIS_LOAD_PLUGINS="probe",
+        IRIS_PROVIDER="probe",
+        IRIS_SANDBOX="probe",
+        IRIS_SANDBOX_UNPROVEN="1",  # a wrap-only level: refused without it, warned with it
+    )
     result = run_iris("doctor", "--json", env=env)
 
     assert result.returncode == 0, result.stdout + result.stderr
     checks = {check["name"]: check for check in json.loads(result.stdout)["checks"]}
     assert checks["provider"] == {"name": "provider", "status": "ok", "detail": "probe"}
-    assert checks["sandbox"]["status"] == "ok"
-    assert "probe" in checks["sandbox"]["detail"]
+    assert checks["sandbox"]["status"] == "warn"
+    assert "probe" in checks["sandbox"]["detail"] and "unproven" in checks["sandbox"]["detail"]
     assert "probe" in checks["secret_backends"]["detail"].split(", ")
 
 
@@ -363,7 +369,10 @@ class Watcher(threading.Thread):
 def test_plugin_tool_and_sandbox_serve_a_run(tmp_path: Path) -> None:
     marker = "sandbox-marker.txt"
     echo = {"tool": "probe_echo", "args": {"text": "echo me"}, "id": "echo"}
-    bash_command = f'printf %s "$IRIS_PROBE_SANDBOX" > {marker}'
+    bash_command = (
+        f'printf %s "$IRIS_PROBE_SANDBOX" > {marker}; '
+        'printf %s "${IRIS_API_TOKEN:-none}" > token-seen.txt'
+    )
     bash = {"tool": "bash", "args": {"command": bash_command}, "id": "bash"}
     rule = {"when": "use the probe", "turns": [[echo, bash], [{"text": "all done"}]]}
     script = tmp_path / "script.json"
@@ -374,6 +383,7 @@ def test_plugin_tool_and_sandbox_serve_a_run(tmp_path: Path) -> None:
         IRIS_PROVIDER="scripted",
         IRIS_SCRIPT_FILE=str(script),
         IRIS_SANDBOX="probe",
+        IRIS_SANDBOX_UNPROVEN="1",  # a wrap-only level: refused without it
     )
     try:
         watcher = Watcher(server, "tools")
@@ -400,6 +410,8 @@ def test_plugin_tool_and_sandbox_serve_a_run(tmp_path: Path) -> None:
     assert results["bash"]["isError"] is False, results["bash"]
     # The bash tool ran its command through the probe sandbox's wrap().
     assert (server.data_dir / marker).read_text() == "1"
+    # An unproven level's command never gets Iris's own API token.
+    assert (server.data_dir / "token-seen.txt").read_text() == "none"
 
 
 def test_an_unknown_sandbox_level_stops_serve_with_a_clear_error(tmp_path: Path) -> None:

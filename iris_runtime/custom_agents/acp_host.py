@@ -43,6 +43,7 @@ from iris_runtime import __version__
 from iris_runtime.custom_agents.acp_client import HostClient, _add_text
 from iris_runtime.custom_agents.acp_loop import LoopThread
 from iris_runtime.custom_agents.acp_process import AgentProcess, base_environment, spawn
+from iris_runtime.custom_agents.acp_sandbox import unsandboxed_refusal
 from iris_runtime.custom_agents.acp_tools import ToolGrants, server_entry
 from iris_runtime.custom_agents.chats import ChatBook
 from iris_runtime.custom_agents.manifest import Manifest
@@ -246,6 +247,8 @@ class AcpHost:
 
     async def _start(self, manifest: Manifest, key: tuple[Any, ...], model: str | None) -> Live:
         assert manifest.bin is not None
+        if (refusal := unsandboxed_refusal()) is not None:
+            raise AcpFailure(refusal)
         env = base_environment()
         if model is not None and manifest.model_env:
             env[manifest.model_env] = model

@@ -54,8 +54,12 @@ class Engine:
         *,
         extra_skills: list[Path] | None = None,
         sandboxes: dict[str, Sandbox] | None = None,
+        show_attachment: Callable[[str], str] | None = None,
     ) -> None:
         self.settings = settings
+        # An attachment's handle -> the path the model's tools reach it by (at an isolated
+        # level, a copy in the sandbox's view); by default its host path.
+        self._show_attachment = show_attachment
         self.provider = provider
         self.tools = tools
         self.transports = TransportRegistry()
@@ -326,7 +330,13 @@ class Engine:
             env=self._tool_environment(run.channel),
         )
         user = Message(
-            "user", _user_prompt(run.event, profile.attachments_tag_name, self.settings.data_dir)
+            "user",
+            _user_prompt(
+                run.event,
+                profile.attachments_tag_name,
+                self.settings.data_dir,
+                self._show_attachment,
+            ),
         )
         history = self._compacted(run, provider, system, history, user, sink)
         outcome = loop.run(system, [*history, user], tool_ctx, sink, run.abort)
@@ -411,11 +421,26 @@ class Engine:
             log.exception("could not log the reply of run %s", run.run_id)
 
 
-def _user_prompt(event: TransportEvent, tag: str, data_dir: Path) -> str:
+def _user_prompt(
+    event: TransportEvent,
+    tag: str,
+    data_dir: Path,
+    show: Callable[[str], str] | None = None,
+) -> str:
     if not event.attachments:
         return event.text
-    paths = "\n".join(str(data_dir / a.local) for a in event.attachments)
+    paths = "\n".join(_attachment_path(data_dir, a.local, show) for a in event.attachments)
     return f"{event.text}\n\n<{tag}>\n{paths}\n</{tag}>"
+
+
+def _attachment_path(data_dir: Path, local: str, show: Callable[[str], str] | None) -> str:
+    if show is None:
+        return str(data_dir / local)
+    try:
+        return show(local)
+    except (OSError, IrisError):
+        log.warning("could not copy attachment %s into the sandbox's view", local)
+        return str(data_dir / local)
 
 
 def _quietly(call: Callable[[Any], None], value: Any) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -16,8 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from iris_runtime.engine.tools import ToolContext, ToolResult
-from iris_runtime.tools.sandbox.base import Launch
+from iris_runtime.errors import InvalidInput
+from iris_runtime.tools.sandbox.base import Launch, Sandbox
 from iris_runtime.tools.sandbox.context import launch_command, sandbox_of
+from iris_runtime.tools.workspace import parent_folder
+
+# Where an isolated level's saved full output goes, in the work folder (the command's view).
+VIEW_OUTPUT_DIR = ".iris/tool-output"
 
 _POLL_SECONDS = 0.05
 _KILL_GRACE_SECONDS = 2.0
@@ -67,7 +73,34 @@ class BashTool:
         except OSError as exc:
             out_path.unlink(missing_ok=True)
             return ToolResult(f"bash could not start: {exc}", is_error=True)
-        return _result(out_path, returncode, reason, ctx.output_max_chars)
+        result = _result(out_path, returncode, reason, ctx.output_max_chars)
+        if sandbox.isolated and result.details.get("full_output"):
+            result = _shown_in_view(sandbox, out_path, result)
+        return result
+
+
+def _shown_in_view(sandbox: Sandbox, out_path: Path, result: ToolResult) -> ToolResult:
+    """At an isolated level the command and the file tools see only the work folder: move the
+    saved full output there (``.iris/tool-output``, written without following a symlink) and
+    name it as they see it."""
+    work = sandbox.view.root.host
+    name = out_path.name
+    target = work.resolve() / VIEW_OUTPUT_DIR / name
+    try:
+        with parent_folder(work, target, name, create=True) as (folder, last):
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(last, flags, 0o644, dir_fd=folder)
+            with os.fdopen(fd, "wb") as out, out_path.open("rb") as source:
+                shutil.copyfileobj(source, out)
+    except (OSError, InvalidInput):
+        return result  # kept in the channel folder, named by its host path
+    out_path.unlink(missing_ok=True)
+    shown = f"{sandbox.view.root.inside}/{VIEW_OUTPUT_DIR}/{name}"
+    return ToolResult(
+        result.text.replace(str(out_path), shown, 1),
+        is_error=result.is_error,
+        details={**result.details, "full_output": shown},
+    )
 
 
 def _new_output_file(channel_dir: Path) -> Path:

@@ -1,23 +1,22 @@
 """The ``read``, ``write`` and ``edit`` tools: UTF-8 text files inside the workspace.
 
-Writes go through a temp file in the target's directory and ``os.replace`` so a crash or a full
-disk never leaves a half-written file behind.
+Writes go through a temp file in the target's directory and a rename so a crash or a full
+disk never leaves a half-written file behind. Every open walks from the workspace root without
+following a symlink (``workspace.read_confined``): a command racing the tools cannot
+redirect them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from iris_runtime.engine.tools import ToolContext, ToolResult
 from iris_runtime.errors import InvalidInput
-from iris_runtime.tools.sandbox.context import view_of
-from iris_runtime.tools.sandbox.view import resolve, to_inside
-from iris_runtime.tools.workspace import display
+from iris_runtime.tools.sandbox.context import sandbox_of, view_of
+from iris_runtime.tools.sandbox.view import locate, to_inside
+from iris_runtime.tools.workspace import display, read_confined, write_confined
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 _NEW_FILE_MODE = 0o644
@@ -55,8 +54,9 @@ class ReadTool:
         if offset < 1 or (limit is not None and limit < 1):
             return ToolResult("offset and limit must be at least 1", is_error=True)
         try:
-            path = _existing_file(ctx, args["path"])
-            text = path.read_bytes().decode("utf-8", errors="replace")
+            root, path = locate(view_of(ctx), args["path"], write=False)
+            raw = read_confined(root, path, args["path"], MAX_FILE_BYTES)
+            text = raw.decode("utf-8", errors="replace")
         except (InvalidInput, OSError) as exc:
             return _error(exc)
         return _read_slice(_split_lines(text), offset, limit, ctx.output_max_chars)
@@ -78,11 +78,10 @@ class WriteTool:
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         data = args["content"].encode("utf-8", errors="surrogatepass")
         try:
-            path = resolve(view_of(ctx), args["path"], write=True)
-            if path.is_dir():
-                raise InvalidInput(f"{args['path']} is a directory")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(path, data)
+            root, path = locate(view_of(ctx), args["path"], write=True)
+            write_confined(
+                root, path, args["path"], data, new_mode=_NEW_FILE_MODE, owner=_owner(ctx)
+            )
         except (InvalidInput, OSError) as exc:
             return _error(exc)
         return ToolResult(f"wrote {len(data)} bytes to {_display(ctx, path)}")
@@ -110,18 +109,28 @@ class EditTool:
         if not old:
             return ToolResult("old_text must not be empty", is_error=True)
         try:
-            path = _existing_file(ctx, args["path"], write=True)
+            root, path = locate(view_of(ctx), args["path"], write=True)
             # Strict decoding: writing back a lossy decode would corrupt the file's other bytes.
-            text = path.read_bytes().decode("utf-8")
+            text = read_confined(root, path, args["path"], MAX_FILE_BYTES).decode("utf-8")
             count = text.count(old)
             if count != 1:
                 raise InvalidInput(_occurrence_problem(count))
-            _atomic_write(path, text.replace(old, new, 1).encode("utf-8", errors="surrogatepass"))
+            replaced = text.replace(old, new, 1).encode("utf-8", errors="surrogatepass")
+            write_confined(
+                root, path, args["path"], replaced, new_mode=_NEW_FILE_MODE, owner=_owner(ctx)
+            )
         except UnicodeDecodeError:
             return ToolResult(f"{args['path']} is not UTF-8 text; edit refused", is_error=True)
         except (InvalidInput, OSError) as exc:
             return _error(exc)
         return ToolResult(f"edited {_display(ctx, path)}")
+
+
+def _owner(ctx: ToolContext) -> int | None:
+    """The uid the level's commands write as on the host, when it is not Iris's own (gVisor's
+    and Docker's 10000): what the tools make is handed to it (root only can)."""
+    uid: int | None = getattr(sandbox_of(ctx), "command_uid", None)
+    return uid if uid is not None and os.geteuid() == 0 and uid != os.geteuid() else None
 
 
 def _occurrence_problem(count: int) -> str:
@@ -139,18 +148,6 @@ def _display(ctx: ToolContext, path: Path) -> str:
     view = view_of(ctx)
     shown = display(view.root.host, path)
     return to_inside(view, path) if shown == str(path) else shown
-
-
-def _existing_file(ctx: ToolContext, user_path: str, *, write: bool = False) -> Path:
-    path = resolve(view_of(ctx), user_path, write=write)
-    if path.is_dir():
-        raise InvalidInput(f"{user_path} is a directory, not a file")
-    if not path.is_file():
-        raise InvalidInput(f"{user_path}: no such file")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise InvalidInput(f"{user_path} is {size} bytes; files over {MAX_FILE_BYTES} are refused")
-    return path
 
 
 def _split_lines(text: str) -> list[str]:
@@ -186,22 +183,3 @@ def _read_slice(lines: list[str], offset: int, limit: int | None, max_chars: int
             f"use offset={last + 1} to read further]"
         )
     return ToolResult(text)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        mode = _NEW_FILE_MODE
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp_name, mode)
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise

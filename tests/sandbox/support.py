@@ -28,6 +28,7 @@ if echo escaped > "$DATA/escape.txt"; then echo write_data=ok; else echo write_d
 if touch /usr/escape-$$ 2>/dev/null; then echo write_usr=ok; else echo write_usr=refused; fi
 if cat "$DATA/api-token" >/dev/null 2>&1; then echo read_token=ok; else echo read_token=refused; fi
 if [ -e "$DATA" ]; then echo data_visible=yes; else echo data_visible=no; fi
+if cat /etc/shadow >/dev/null 2>&1; then echo read_shadow=ok; else echo read_shadow=refused; fi
 echo "pwd=$(pwd)"
 """
 
@@ -85,6 +86,7 @@ def assert_boundary(data_dir: Path, report: dict[str, str], results: dict[str, A
     assert report["write_data"] == "refused"
     assert report["read_token"] == "refused"
     assert report["data_visible"] == "no"
+    assert report["read_shadow"] == "refused"  # root-only: the command is not host root
     assert not (data_dir / "escape.txt").exists()
     token = results["token"]
     assert token["isError"] and "outside the workspace" in token["result"]

@@ -42,3 +42,30 @@ def test_doctor_probes_gvisor_with_the_platform_it_detects(tmp_path: Path) -> No
     detected = (tmp_path / "data" / "run" / "gvisor" / "platform").read_text()
     assert detected in {"ptrace", "kvm"}
     assert f"using the {detected} platform" in done.stderr
+
+
+def test_attachments_are_shown_where_the_command_and_tools_see_them(
+    tmp_path: Path, start_iris: Callable[..., IrisServer]
+) -> None:
+    """At an isolated level the user's attachments are copied into the work folder and the
+    model is told the paths the command (and the read tool) use, never the host's."""
+    _require_runsc()
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"rules": []}))  # no rule: the reply echoes the prompt
+    iris = start_iris(
+        tmp_path / "data",
+        IRIS_PROVIDER="scripted",
+        IRIS_SCRIPT_FILE=str(script),
+        IRIS_LOAD_PLUGINS="scripted",
+        IRIS_SANDBOX="gvisor:ptrace",
+    )
+    handle = iris.post(
+        "/sessions/a1/attachments", body=b"attached text\n", headers={"X-Filename": "notes.txt"}
+    ).json()["local"]
+    reply = iris.post(
+        "/sessions/a1/message", json_body={"text": "read", "attachments": [{"local": handle}]}
+    ).json()["text"]
+    inside = f"/workspace/.iris/attachments/{handle}"
+    assert inside in reply and str(iris.data_dir / handle) not in reply, reply
+    copied = iris.data_dir / "work" / ".iris" / "attachments" / handle
+    assert copied.read_text() == "attached text\n"

@@ -22,9 +22,10 @@ printf %s "$IRIS_API_TOKEN" > token.txt
 
 
 def test_a_run_token_reads_only_the_skills_secrets_and_dies_with_the_run(
-    tmp_path: Path, start_iris: Callable[..., IrisServer]
+    unprivileged: tuple[Callable[..., IrisServer], Path],
 ) -> None:
     require_tools("bwrap", "curl")
+    start_iris, tmp_path = unprivileged  # namespace refuses to run as root
     data_dir = tmp_path / "data"
     (data_dir / "skills" / "feeds").mkdir(parents=True)
     (data_dir / "skills" / "feeds" / "SKILL.md").write_text(SKILL)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -43,8 +44,10 @@ def iris(start_iris: Callable[..., IrisServer], tmp_path: Path) -> IrisServer:
 
 
 def test_a_spawned_agent_runs_its_commands_at_its_level(iris: IrisServer) -> None:
-    require_tools("bwrap")
-    done = iris_cli(iris, "agents", "spawn", "boxed", "--sandbox", "namespace", "--json")
+    # namespace refuses to run as root (the agent runs as Iris's user); gVisor runs as root.
+    level = "gvisor:ptrace" if os.geteuid() == 0 else "namespace"
+    require_tools("runsc" if os.geteuid() == 0 else "bwrap")
+    done = iris_cli(iris, "agents", "spawn", "boxed", "--sandbox", level, "--json")
     assert done.returncode == 0, done.stderr
     home = Path(json.loads(done.stdout)["home"])
     reply = iris.post("/sessions/s1/message", json_body={"text": "@boxed where are you"})
@@ -52,12 +55,12 @@ def test_a_spawned_agent_runs_its_commands_at_its_level(iris: IrisServer) -> Non
     assert (home / "work" / "uid.txt").read_text().strip() == "10000"
     assert (home / "work" / "pwd.txt").read_text().strip() == "/workspace"
     record = json.loads((home.parent / ".records" / "boxed.json").read_text())
-    assert record["sandbox"] == "namespace"
+    assert record["sandbox"] == level
     # The same declaration is unchanged; another level is a difference that replaces it.
-    same = iris_cli(iris, "agents", "ensure", "boxed", "--sandbox", "namespace", "--check")
+    same = iris_cli(iris, "agents", "ensure", "boxed", "--sandbox", level, "--check")
     assert same.stdout.strip() == "boxed: unchanged", same.stderr
     other = iris_cli(iris, "agents", "ensure", "boxed", "--sandbox", "host", "--check", "--json")
-    assert "sandbox: namespace -> host" in json.loads(other.stdout)["differences"]
+    assert f"sandbox: {level} -> host" in json.loads(other.stdout)["differences"]
     iris_cli(iris, "agents", "remove", "boxed")
 
 

@@ -4,6 +4,7 @@ workspace the command sees."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import threading
@@ -29,6 +30,8 @@ def _open(level: str, data_dir: Path) -> Sandbox:
         require_tools("runsc")
     else:
         require_tools("bwrap")
+        if os.geteuid() == 0:
+            pytest.skip("namespace refuses to run as root (test_namespace runs it unprivileged)")
     return open_sandbox(level, BUILT_IN_LEVELS, data_dir, {})
 
 
@@ -76,9 +79,14 @@ def test_stop_kills_the_command(ctx: ToolContext) -> None:
 def test_output_cap_and_saved_full_output(ctx: ToolContext) -> None:
     result = BashTool().run({"command": "seq 1 5000; echo err >&2"}, ctx)
     assert result.text.startswith("[output truncated")
-    full = Path(result.details["full_output"])
-    assert full.read_text().splitlines()[-1] == "err"  # stdout and stderr, in order
-    assert full.read_text().splitlines()[0] == "1"
+    # Named as the command sees it, and reachable by the read tool and by the command.
+    shown = result.details["full_output"]
+    assert shown.startswith("/workspace/") and shown in result.text
+    whole = ReadTool().run({"path": shown, "limit": 1}, ctx)
+    assert whole.text.startswith("1\n"), whole.text
+    last = ReadTool().run({"path": shown, "offset": 5001}, ctx)
+    assert last.text == "err\n"  # stdout and stderr, in order
+    assert BashTool().run({"command": f"tail -n 1 {shown}"}, ctx).text.startswith("err")
 
 
 def test_file_tools_see_the_commands_workspace(ctx: ToolContext) -> None:
@@ -132,3 +140,78 @@ def test_switching_levels_hands_the_work_folder_over(tmp_path: Path) -> None:
     ctx.sandbox, ctx.sandboxes = "namespace", {"namespace": second}
     result = BashTool().run({"command": "echo two >> d/f && cat d/f"}, ctx)
     assert result.text == "one\ntwo\nexit code 0"
+
+
+def _swap_forever(work: Path, data_dir: Path, stop: threading.Event, swaps: list[int]) -> None:
+    """What a sandboxed command can do to its own work folder: swap ``real`` between a folder and
+    a symlink to Iris's data dir (atomically, so ``real`` always exists), as fast as it can."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd, rename_exchange = -100, 2
+    real, link = bytes(work / "real"), bytes(work / "link")
+    os.symlink(data_dir, link)
+    while not stop.is_set():
+        if libc.renameat2(at_fdcwd, real, at_fdcwd, link, rename_exchange) != 0:
+            raise OSError(ctypes.get_errno(), "renameat2")
+        swaps[0] += 1
+
+
+def test_file_tools_never_follow_a_swapped_symlink(ctx: ToolContext) -> None:
+    """A command racing the tools (folder <-> symlink to the data dir) never gets them to read
+    Iris's token or write into the data dir."""
+    work = ctx.workspace / "work"
+    (work / "real").mkdir(parents=True)
+    (work / "real" / "api-token").write_text("decoy\n")
+    (work / "real" / "note.txt").write_text("decoy\n")
+    (ctx.workspace / "note.txt").write_text("data dir note\n")
+    stop, swaps = threading.Event(), [0]
+    swapper = threading.Thread(target=_swap_forever, args=(work, ctx.workspace, stop, swaps))
+    swapper.start()
+    leaks: list[str] = []
+    try:
+        for i in range(1500):
+            text = ReadTool().run({"path": "real/api-token"}, ctx).text
+            if "secret-token" in text:
+                leaks.append(f"read {i}")
+            WriteTool().run({"path": "real/note.txt", "content": "x\n"}, ctx)
+            EditTool().run({"path": "real/note.txt", "old_text": "x", "new_text": "x"}, ctx)
+            if (ctx.workspace / "note.txt").read_text() != "data dir note\n":
+                leaks.append(f"write {i}")
+                (ctx.workspace / "note.txt").write_text("data dir note\n")
+    finally:
+        stop.set()
+        swapper.join()
+    assert swaps[0] > 100
+    assert leaks == []
+    assert not [p for p in ctx.workspace.iterdir() if p.name.startswith(".note.txt")]
+
+
+def test_file_tools_refuse_when_the_level_is_missing(tmp_path: Path) -> None:
+    """As bash does: a level not available here never falls back to the host's data dir."""
+    (tmp_path / "api-token").write_text("secret-token\n")
+    ctx = ToolContext(
+        workspace=tmp_path,
+        channel_dir=tmp_path / "chan",
+        abort=threading.Event(),
+        upload_file=lambda path, title: None,
+        sandbox="gvisor",
+        sandboxes={},
+    )
+    for result in (
+        ReadTool().run({"path": "api-token"}, ctx),
+        WriteTool().run({"path": "x.txt", "content": "x"}, ctx),
+        AttachTool().run({"path": "api-token"}, ctx),
+        BashTool().run({"command": "cat api-token"}, ctx),
+    ):
+        assert result.is_error and "secret-token" not in result.text, result.text
+    assert not (tmp_path / "x.txt").exists()
+
+
+def test_the_command_can_change_what_the_file_tools_made(ctx: ToolContext) -> None:
+    """gVisor's and Docker's commands are uid 10000 on the host: what write and edit make (files
+    and new folders) is handed to that uid, so the command can change and remove it."""
+    assert not WriteTool().run({"path": "deep/er/a.txt", "content": "one\n"}, ctx).is_error
+    edited = EditTool().run({"path": "deep/er/a.txt", "old_text": "one", "new_text": "1"}, ctx)
+    assert not edited.is_error, edited.text
+    command = "echo two >> deep/er/a.txt && touch deep/er/b && rm -r deep && echo gone"
+    result = BashTool().run({"command": command}, ctx)
+    assert result.text.startswith("gone"), result.text

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from iris_runtime.engine.tools import ToolContext
+from iris_runtime.errors import InvalidInput
 from iris_runtime.secrets.run_tokens import RUN_TOKENS, RunGrant
 from iris_runtime.tools.environment import tool_environment
 from iris_runtime.tools.sandbox.base import (
@@ -34,6 +35,12 @@ def sandbox_of(ctx: ToolContext) -> Sandbox | None:
 def view_of(ctx: ToolContext) -> WorkspaceView:
     """The folders the file tools may touch: what a command at this level sees."""
     sandbox = sandbox_of(ctx)
+    if sandbox is None and ctx.sandbox != "host":
+        # As bash does: a level that is not available here never falls back to the host.
+        raise InvalidInput(
+            f"sandbox level {ctx.sandbox!r} is not available here; the file tools refuse",
+            code="sandbox_unavailable",
+        )
     if sandbox is None or not sandbox.isolated:
         return host_view(ctx.workspace)
     return sandbox.view
@@ -42,6 +49,8 @@ def view_of(ctx: ToolContext) -> WorkspaceView:
 def launch_command(sandbox: Sandbox, argv: list[str], ctx: ToolContext) -> Launch:
     if not sandbox.isolated:
         env = {**tool_environment(os.environ), **ctx.env}
+        if isinstance(sandbox, WrappedSandbox):  # unproven: never Iris's own token
+            env.pop("IRIS_API_TOKEN", None)
         return sandbox.launch(argv, str(ctx.workspace), env)
     inside = sandbox.view.root.inside
     env = {**inside_environment(inside), **ctx.env}  # the run's own (the chat's id, say)

@@ -48,6 +48,8 @@ _INSPECT_SECONDS = 30.0
 
 class DockerSandbox:
     isolated = True
+    # The uid its commands write as on the host: the file tools hand what they make to it.
+    command_uid = SANDBOX_UID
     isolates_network = False  # the operator's container decides its network
 
     def __init__(self, spec: SandboxSpec, docker: str | None) -> None:

@@ -16,12 +16,14 @@ import io
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 from types import FrameType
 
+from iris_runtime.errors import InvalidInput
 from iris_runtime.tools.sandbox import firecracker_api
 from iris_runtime.tools.sandbox.base import SandboxUnavailable
 from iris_runtime.tools.sandbox.firecracker_plan import (
@@ -31,6 +33,7 @@ from iris_runtime.tools.sandbox.firecracker_plan import (
     ROOTFS_NAME,
     VmPlan,
 )
+from iris_runtime.tools.workspace import parent_folder
 
 EXIT_FILE = ".iris-exit"
 RUN_FOLDER = ".iris-run"
@@ -97,18 +100,78 @@ def tear_down(plan: VmPlan) -> None:
 def copy_out(plan: VmPlan) -> int:
     """Extract the guest's workspace tar over the work folder; returns the command's exit code.
 
-    The tar comes from the guest: the ``data`` filter refuses absolute names, ``..``, links out
-    of the folder and device files."""
+    The tar comes from the guest, and Iris runs as root: only regular files and folders are
+    taken (no links, devices or fifos), names that are absolute or hold ``..`` are skipped, and
+    each member is written by ``_extract`` from a descriptor on the work folder without following
+    a symlink. tarfile's extraction filters are not relied on (they have had bypasses). An exit
+    file that is not a number gives exit code 1; the workspace is still copied back."""
     drive = plan.chroot / OUT_DRIVE
     work = Path(plan.workspace)
+    owner = plan.uid if os.geteuid() == 0 else None
     code = 1
     with contextlib.suppress(tarfile.TarError, OSError), tarfile.open(drive) as tar:
-        members = [m for m in tar.getmembers() if m.name not in (EXIT_FILE, f"./{EXIT_FILE}")]
-        exit_member = next((m for m in tar.getmembers() if m.name.endswith(EXIT_FILE)), None)
-        if exit_member is not None and (handle := tar.extractfile(exit_member)) is not None:
-            code = int(handle.read().decode().strip() or "1")
-        tar.extractall(work, members=members, filter="data")
+        for member in tar:
+            parts = _member_parts(member.name)
+            if parts == (EXIT_FILE,) and member.isreg():
+                code = _exit_code(tar, member)
+            elif parts and (member.isreg() or member.isdir()):
+                with contextlib.suppress(OSError, InvalidInput):
+                    _extract(tar, member, work, parts, owner)
     return code
+
+
+def _member_parts(name: str) -> tuple[str, ...]:
+    """The member's path components, or () for a name Iris does not extract."""
+    if name.startswith("/") or "\0" in name:
+        return ()
+    parts = tuple(part for part in name.split("/") if part not in ("", "."))
+    return () if ".." in parts else parts
+
+
+def _exit_code(tar: tarfile.TarFile, member: tarfile.TarInfo) -> int:
+    handle = tar.extractfile(member)
+    text = handle.read(64).decode(errors="replace").strip() if handle is not None else ""
+    try:
+        return int(text)
+    except ValueError:
+        return 1
+
+
+def _extract(
+    tar: tarfile.TarFile,
+    member: tarfile.TarInfo,
+    work: Path,
+    parts: tuple[str, ...],
+    owner: int | None,
+) -> None:
+    target = work.resolve().joinpath(*parts)
+    with parent_folder(work, target, member.name, create=True) as (folder, name):
+        if member.isdir():
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o755, dir_fd=folder)
+            if owner is not None:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+                try:
+                    os.fchown(fd, owner, owner)
+                finally:
+                    os.close(fd)
+            return
+        source = tar.extractfile(member)
+        if source is None:
+            return
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode):
+                if stat.S_ISDIR(info.st_mode):
+                    return  # a folder stays a folder
+                os.unlink(name, dir_fd=folder)  # a link or fifo left before: replaced
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(name, flags, 0o600, dir_fd=folder)
+        with os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(source, out)
+            os.fchmod(out.fileno(), member.mode & 0o777)
+            if owner is not None:
+                os.fchown(out.fileno(), owner, owner)
 
 
 def run(plan: VmPlan) -> int:

@@ -48,6 +48,8 @@ _DETECTION_TTL_SECONDS = 600.0
 
 class GvisorSandbox:
     isolated = True
+    # The uid its commands write as on the host: the file tools hand what they make to it.
+    command_uid = SANDBOX_UID
     isolates_network = True
 
     def __init__(self, spec: SandboxSpec, runsc: str | None) -> None:

@@ -6,10 +6,14 @@ a private ``/tmp``, the work folder writable at ``/workspace`` and the agent's i
 read-only under ``/agent``; nothing else of the host's file system exists there. It has only a
 loopback interface unless the level is ``namespace:net``, and dies with its parent (bwrap's
 ``--die-with-parent`` plus the pid namespace: when its init goes, everything it started goes).
+
+The user namespace maps uid 10000 to Iris's own uid on the host, so the level is refused when
+Iris runs as root: the host would check the command's file accesses as root.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +36,11 @@ from iris_runtime.tools.sandbox.view import (
 # cache, passwd, resolv.conf, certificates); Iris keeps nothing of its own there.
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 OPTIONS = ("net",)
+ROOT_REFUSAL = (
+    "the namespace level refuses to run while Iris runs as root: bubblewrap maps the command's "
+    "uid to Iris's own, so the host would check its file permissions as root (/etc/shadow, host "
+    "keys, TLS keys). Run Iris as an unprivileged user, or choose gvisor"
+)
 
 
 class NamespaceSandbox:
@@ -52,12 +61,14 @@ class NamespaceSandbox:
         return prompt_section(self.level, self.view)
 
     def check(self) -> None:
-        ensure_work_folder(self.view)
         if self._bwrap is None:
             raise SandboxUnavailable(
                 "the namespace level needs bubblewrap: bwrap is not on PATH "
                 "(Debian: apt-get install bubblewrap)"
             )
+        if os.geteuid() == 0:
+            raise SandboxUnavailable(ROOT_REFUSAL)
+        ensure_work_folder(self.view)
 
     def launch(self, argv: list[str], cwd: str, env: Mapping[str, str]) -> Launch:
         self.check()

@@ -1,6 +1,10 @@
 """The boundary probe: a command run inside the chosen level that reports what a command there
 sees, so Iris proves its boundary at run time instead of trusting its configuration.
 
+It checks, too, whether a root-only file (/etc/shadow) is readable: then the host checks the
+command's file permissions as root (a user namespace mapping it to host root), and the level is
+refused.
+
 It runs at start-up (``iris serve`` refuses a level whose probe shows the host) and on
 ``iris doctor --sandbox``. It reports the uid, the hostname, the network interfaces, and whether
 ``/``, the workspace and Iris's data folder are writable or visible.
@@ -22,6 +26,8 @@ PROBE_SECONDS = 60.0
 # $1 is the host's data folder. POSIX sh, /proc and a few coreutils: every level has those.
 PROBE_SCRIPT = r"""
 echo "uid=$(id -u)"
+if head -c 1 /etc/shadow >/dev/null 2>&1; then echo root_files_readable=yes;
+else echo root_files_readable=no; fi
 echo "hostname=$(cat /proc/sys/kernel/hostname 2>/dev/null)"
 echo "interfaces=$(tail -n +3 /proc/net/dev 2>/dev/null | cut -d: -f1 | tr -d ' ' | tr '\n' ,)"
 if ( : > /.iris-probe ) 2>/dev/null; then rm -f /.iris-probe; echo root_writable=yes;
@@ -41,6 +47,10 @@ class ProbeReport:
     root_writable: bool
     workspace_writable: bool
     data_dir_visible: bool
+    # Whether a root-only file (/etc/shadow) is readable: the command is root to the host's
+    # permission checks (a user namespace mapping it to host root). /proc/self/uid_map cannot
+    # tell: bubblewrap nests a second user namespace whose "0" is Iris's own uid.
+    root_files_readable: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,6 +72,11 @@ def problems(report: ProbeReport, sandbox: Sandbox, iris_uid: int) -> list[str]:
     found: list[str] = []
     if report.uid == iris_uid:
         found.append(f"the command runs as Iris's own uid {iris_uid}")
+    if report.root_files_readable:
+        found.append(
+            "the command can read root-only files (/etc/shadow): the host checks its file "
+            "permissions as root (run Iris as an unprivileged user)"
+        )
     if report.data_dir_visible:
         found.append("Iris's data folder is visible inside")
     extra = [name for name in report.interfaces if name != "lo"]
@@ -127,6 +142,7 @@ def parse(level: str, output: str) -> ProbeReport:
             root_writable=fields["root_writable"] == "yes",
             workspace_writable=fields["workspace_writable"] == "yes",
             data_dir_visible=fields["data_dir_visible"] == "yes",
+            root_files_readable=fields.get("root_files_readable") == "yes",
         )
     except (KeyError, ValueError):
         raise SandboxUnavailable(

@@ -2,7 +2,8 @@
 
 Plugins register levels through ``register_sandboxes``: either a :class:`Level` (or any object
 with ``open(spec) -> Sandbox``), or, as before levels had views and probes, an object with only
-``wrap(argv) -> argv``, which runs the wrapped command on the host's workspace.
+``wrap(argv) -> argv``, which runs the wrapped command on the host's workspace: unproven, so it
+is refused unless ``IRIS_SANDBOX_UNPROVEN=1`` is set.
 """
 
 from __future__ import annotations
@@ -34,19 +35,39 @@ class Level:
     open: Callable[[SandboxSpec], Sandbox]
 
 
+UNPROVEN_OPT_IN = "IRIS_SANDBOX_UNPROVEN"
+
+
 class WrappedSandbox:
-    """A plugin level that only wraps the command line (``wrap(argv) -> argv``)."""
+    """A plugin level that only wraps the command line (``wrap(argv) -> argv``): no view and no
+    probe, so nothing shows its boundary. Refused unless ``IRIS_SANDBOX_UNPROVEN=1``; then it
+    runs (with a warning) and its commands never get Iris's own API token."""
 
     isolated = False
     isolates_network = False
+    unproven = True
 
-    def __init__(self, level: str, wrapper: Any, workspace: Path) -> None:
+    def __init__(
+        self, level: str, wrapper: Any, workspace: Path, env: Mapping[str, str] | None = None
+    ) -> None:
         self.level = level
         self._wrapper = wrapper
+        self._env = dict(env or {})
         self.view = host_view(workspace)
 
     def check(self) -> None:
-        return None
+        if self._env.get(UNPROVEN_OPT_IN) != "1":
+            raise SandboxUnavailable(
+                f"plugin level {self.level!r} only wraps the command line (wrap()): it has no "
+                "workspace view and no probe, so its commands and the file tools would reach "
+                f"Iris's whole data dir, unproven. Set {UNPROVEN_OPT_IN}=1 to run it anyway, or "
+                "register a full level (open(spec) -> Sandbox)"
+            )
+        log.warning(
+            "sandbox %s is a wrap-only plugin level: its boundary is unproven (%s=1)",
+            self.level,
+            UNPROVEN_OPT_IN,
+        )
 
     def launch(self, argv: list[str], cwd: str, env: Mapping[str, str]) -> Launch:
         return Launch(list(self._wrapper.wrap(list(argv))), Path(cwd), dict(env))
@@ -75,7 +96,7 @@ def open_sandbox(
     if hasattr(registered, "open"):
         sandbox: Sandbox = registered.open(spec)
     elif hasattr(registered, "wrap") and option is None:
-        sandbox = WrappedSandbox(level, registered, data_dir)
+        sandbox = WrappedSandbox(level, registered, data_dir, env)
     else:
         raise SandboxUnavailable(f"sandbox level {level!r} takes no option ({option!r})")
     sandbox.check()

@@ -11,7 +11,10 @@ those files on the host, with traversal refused.
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from iris_runtime import data_layout
 from iris_runtime.errors import InvalidInput
@@ -21,7 +24,11 @@ from iris_runtime.tools.sandbox.base import (
     Mount,
     WorkspaceView,
 )
-from iris_runtime.tools.workspace import confine
+from iris_runtime.tools.workspace import confine, parent_folder
+
+# Where Iris puts what the command must reach at an isolated level (the user's attachments, the
+# bash tool's saved full output): inside the work folder, the only folder it sees writable.
+VIEW_ATTACHMENTS = ".iris/attachments"
 
 IDENTITY = (data_layout.CONSTITUTION_MD, data_layout.MEMORY_MD, data_layout.SKILLS_DIR)
 
@@ -67,11 +74,17 @@ def resolve(view: WorkspaceView, user_path: str, *, write: bool) -> Path:
     """The host path a command in the sandbox would reach as ``user_path``.
 
     Raises InvalidInput for a path outside the view, and for a write to a read-only part."""
+    return locate(view, user_path, write=write)[1]
+
+
+def locate(view: WorkspaceView, user_path: str, *, write: bool) -> tuple[Path, Path]:
+    """Like ``resolve``, with the folder the path is confined to: open it with
+    ``workspace.read_confined``/``write_confined`` (no symlink followed after the check)."""
     if "\0" in user_path:
         raise InvalidInput("path contains a NUL byte", code="outside_workspace")
     root = view.root
     if not user_path.startswith("/") or root.inside == str(root.host):
-        return confine(root.host, user_path)  # relative, or the host level's real paths
+        return root.host, confine(root.host, user_path)  # relative, or the host level's paths
     inside = PurePosixPath(os.path.normpath(user_path))
     for mount in view.mounts:
         mount_point = PurePosixPath(mount.inside)
@@ -79,16 +92,17 @@ def resolve(view: WorkspaceView, user_path: str, *, write: bool) -> Path:
             if write and not mount.writable:
                 raise InvalidInput(f"{user_path} is read-only here", code="read_only")
             relative = str(inside.relative_to(mount_point))
-            return _confine_mount(mount, relative, user_path)
+            return _confine_mount(mount, relative)
     raise InvalidInput(
         f"path {user_path[:200]!r} is outside the workspace {root.inside}", code="outside_workspace"
     )
 
 
-def _confine_mount(mount: Mount, relative: str, user_path: str) -> Path:
+def _confine_mount(mount: Mount, relative: str) -> tuple[Path, Path]:
     if mount.host.is_dir() or relative != ".":
-        return confine(mount.host, relative)
-    return mount.host  # a single bound file (CONSTITUTION.md)
+        return mount.host, confine(mount.host, relative)
+    folder = mount.host.parent  # a single bound file (CONSTITUTION.md)
+    return folder, folder.resolve() / mount.host.name
 
 
 def to_inside(view: WorkspaceView, host_path: Path) -> str:
@@ -110,3 +124,27 @@ def prompt_section(level: str, view: WorkspaceView) -> str:
         f"{view.root.inside} (writable) beside {shown} (read-only); the host paths named "
         "above do not exist there. The read, write, edit and attach tools take the same paths."
     )
+
+
+def mirror_into_view(view: WorkspaceView, data_dir: Path, local: str) -> str:
+    """Copy the data dir's ``local`` (an attachment's handle) into the work folder under
+    ``.iris/attachments/<local>``, written without following a symlink the command may have
+    planted, and return its path as the command (and the file tools) see it."""
+    source = confine(data_dir, local)
+    work = view.root.host
+    relative = f"{VIEW_ATTACHMENTS}/{source.relative_to(data_dir.resolve())}"
+    target = work.resolve() / relative
+    with parent_folder(work, target, relative, create=True) as (folder, name):
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(name, flags, 0o644, dir_fd=folder)
+        with os.fdopen(fd, "wb") as out, source.open("rb") as data:
+            shutil.copyfileobj(data, out)
+    return f"{view.root.inside}/{relative}"
+
+
+def attachment_shower(sandbox: Any, data_dir: Path) -> Callable[[str], str] | None:
+    """For the engine: at an isolated level, an attachment handle -> its copy in the view."""
+    view = getattr(sandbox, "view", None)
+    if view is None or not getattr(sandbox, "isolated", False):
+        return None
+    return lambda local: mirror_into_view(view, data_dir, local)

@@ -7,7 +7,8 @@ called, in which processes it ran. Besides logging, the probe contributes one of
 - tool ``probe_echo`` (returns its ``text`` argument);
 - skill folder ``skills/probe-skill``;
 - provider ``probe`` (always answers "probe says hi");
-- secret backend ``probe``; sandbox levels ``probe`` (wrap only), ``probe-box`` (a full level:
+- secret backend ``probe``; sandbox levels ``probe`` (wrap only: refused
+  unless IRIS_SANDBOX_UNPROVEN=1), ``probe-box`` (a full level:
   bubblewrap with its own hostname) and ``probe-leaky`` (claims a boundary, runs on the host);
 - blueprint ``GET /probe`` on the API surface;
 - command ``iris probe-hello``.
