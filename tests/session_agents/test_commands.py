@@ -15,14 +15,21 @@ from tests.session_agents.conftest import (
     wait_for_announces,
     wait_for_status,
 )
+from tests.session_agents.model import CHILD_LINE, system_text
 
 Serve = Callable[..., IrisServer]
 
 
+def main_requests(fake: FakeAnthropic) -> int:
+    """Requests of the main agent (a sub-agent's own turns, which a command such as
+    ``/subagents send`` starts, may run at any moment and do not count)."""
+    return sum(CHILD_LINE not in system_text(r["body"]) for r in list(fake.requests))
+
+
 def command(iris: IrisServer, session: str, text: str, fake: FakeAnthropic) -> str:
-    before = len(fake.requests)
+    before = main_requests(fake)
     reply = say(iris, session, text)["text"]
-    assert len(fake.requests) == before, "a /subagents command must not reach the model"
+    assert main_requests(fake) == before, "a /subagents command must not reach the model"
     return str(reply)
 
 
