@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from abc import ABC, abstractmethod
 
 log = logging.getLogger(__name__)
 
 FAILURE_PAUSE_SECONDS = 5.0  # a round that raised (state.db failed): try again after this
 
 
-class Worker:
+class Worker(ABC):
     name = "iris-worker"
 
     def __init__(self) -> None:
@@ -20,10 +21,10 @@ class Worker:
         self._stopping = False
         self._thread: threading.Thread | None = None
 
+    @abstractmethod
     def round(self) -> float | None:
         """Do what is due; return the seconds until the next round is due (None: only when
         woken)."""
-        raise NotImplementedError
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
