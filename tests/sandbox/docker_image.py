@@ -70,11 +70,15 @@ def import_image(docker_env: dict[str, str]) -> str:
     return IMAGE
 
 
-def start_container(docker_env: dict[str, str], name: str, work: Path, *extra: str) -> None:
-    """A long-lived container showing ``work`` at /workspace (what an operator would run)."""
+def start_container(
+    docker_env: dict[str, str], name: str, work: Path, *extra: str, start: bool = True
+) -> None:
+    """A long-lived container showing ``work`` at /workspace (what an operator would run); with
+    ``start=False`` only created (its configuration is all ``docker inspect`` shows)."""
     work.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chown(work, 10000, 10000)
-    command = ["docker", "run", "-d", "--name", name, "--network", "none"]
+    verb = ["run", "-d"] if start else ["create"]
+    command = ["docker", *verb, "--name", name, "--network", "none"]
     command += ["-v", f"{work}:/workspace", *extra, IMAGE, "sleep", "infinity"]
     done = subprocess.run(command, capture_output=True, text=True, env=docker_env, check=False)
     if done.returncode != 0:

@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 
 from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
+from iris_runtime.tools.sandbox.base import SandboxSpec
+from iris_runtime.tools.sandbox.docker import DockerSandbox
 from tests.provisioning.dockerd import Dockerd
 from tests.sandbox.docker_image import import_image, start_container
 from tests.sandbox.support import assert_boundary, served_turn
+from tests.web.conftest import SSEReader
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -107,6 +110,146 @@ def test_timeout_kills_what_the_command_started_in_the_container(
     assert "sleep 98" not in top.stdout
 
 
+def test_background_processes_end_with_the_command(
+    tmp_path: Path,
+    start_iris: Callable[..., IrisServer],
+    container: str,
+    dockerd: Dockerd,
+) -> None:
+    # One keeps the run's marker; the other drops it (a fresh environment) and is caught by the
+    # sweep once no command runs.
+    command = {"command": "sleep 977 & env -i /bin/sleep 976 & echo started"}
+    iris = _scripted(
+        start_iris,
+        tmp_path,
+        [[{"tool": "bash", "args": command}], [{"text": "ok"}]],
+        IRIS_SANDBOX=f"docker:{container}",
+        DOCKER_HOST=dockerd.host,
+    )
+    assert iris.post("/sessions/k/message", json_body={"text": "go"}).json()["text"] == "ok"
+    top = dockerd.docker("top", container)
+    assert top.returncode == 0, top.stderr
+    assert "sleep infinity" in top.stdout  # the container's own process (root) is untouched
+    assert "sleep 977" not in top.stdout
+    assert "sleep 976" not in top.stdout
+
+
+# (docker run flags, the reason Iris gives); "{data}" is Iris's data folder.
+REFUSED_CONTAINERS = {
+    "privileged": (["--privileged"], "it runs --privileged"),
+    "pid-host": (["--pid", "host"], "it shares the host's PID namespace (--pid host)"),
+    "sys-admin": (["--cap-add", "SYS_ADMIN"], "it adds the capabilities SYS_ADMIN"),
+    "agent-writable": (
+        ["-v", "{data}/MEMORY.md:/agent/MEMORY.md"],
+        "/agent/MEMORY.md is mounted writable (mount it :ro)",
+    ),
+    "data-dir": (["-v", "{data}:/srv/iris:ro"], "/srv/iris shows Iris's data folder ({data})"),
+    "host-root": (["-v", "/:/host:ro"], "/host shows Iris's data folder (/)"),
+    "registry": (
+        ["-v", "{data}/agents.json:/etc/agents.json:ro"],
+        "/etc/agents.json shows {data}/agents.json, inside Iris's data folder",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_CONTAINERS))
+def test_a_container_that_hands_commands_the_host_stops_serve(
+    tmp_path: Path,
+    dockerd: Dockerd,
+    sandbox_image: str,
+    case: str,
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("MEMORY.md", "agents.json"):
+        (data / name).write_text("{}")
+    flags, reason = REFUSED_CONTAINERS[case]
+    name = f"iris-box-refused-{case}"
+    extra = [flag.format(data=data) for flag in flags]
+    # Created, not started: --privileged cannot start on every host, and the configuration is
+    # what Iris reads (it is refused before it is found stopped).
+    docker_env = {**os.environ, "DOCKER_HOST": dockerd.host}
+    start_container(docker_env, name, data / "work", *extra, start=False)
+    try:
+        env = clean_environment(
+            IRIS_DATA_DIR=str(data), IRIS_API_PORT=str(free_port()), DOCKER_HOST=dockerd.host
+        )
+        result = run_iris("serve", "--sandbox", f"docker:{name}", env=env, timeout=60)
+    finally:
+        dockerd.docker("rm", "-f", name)
+    assert result.returncode != 0
+    assert f"container {name!r} would hand commands the host: " in result.stderr
+    assert reason.format(data=data) in result.stderr
+
+
+def test_the_engine_socket_bound_in_stops_serve(
+    tmp_path: Path,
+    dockerd: Dockerd,
+    sandbox_image: str,
+) -> None:
+    socket = dockerd.host.removeprefix("unix://")
+    name = "iris-box-socket"
+    data = tmp_path / "data"
+    start_container(
+        {**os.environ, "DOCKER_HOST": dockerd.host},
+        name,
+        data / "work",
+        "-v",
+        f"{Path(socket).parent}:/run/engine",
+    )
+    try:
+        env = clean_environment(
+            IRIS_DATA_DIR=str(data), IRIS_API_PORT=str(free_port()), DOCKER_HOST=dockerd.host
+        )
+        result = run_iris("serve", "--sandbox", f"docker:{name}", env=env, timeout=60)
+    finally:
+        dockerd.docker("rm", "-f", name)
+    assert result.returncode != 0
+    assert f"/run/engine shows the container engine's socket ({Path(socket).parent})" in (
+        result.stderr
+    )
+
+
+def test_read_only_identity_mounts_are_accepted_and_shown(
+    tmp_path: Path,
+    start_iris: Callable[..., IrisServer],
+    dockerd: Dockerd,
+    sandbox_image: str,
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "MEMORY.md").write_text("remember the tides\n")
+    name = "iris-box-identity"
+    start_container(
+        {**os.environ, "DOCKER_HOST": dockerd.host},
+        name,
+        data / "work",
+        "-v",
+        f"{data / 'MEMORY.md'}:/agent/MEMORY.md:ro",
+    )
+    try:
+        turns = [
+            [{"tool": "read", "args": {"path": "/agent/MEMORY.md"}, "id": "memory"}],
+            [{"text": "ok"}],
+        ]
+        iris = _scripted(
+            start_iris,
+            tmp_path,
+            turns,
+            IRIS_SANDBOX=f"docker:{name}",
+            DOCKER_HOST=dockerd.host,
+        )
+        stream = SSEReader(iris, "k")
+        assert iris.post("/sessions/k/message", json_body={"text": "go"}).json()["text"] == "ok"
+        stream.wait_for(lambda events: any(e["event"] == "final" for e in events))
+        stream.close()
+        ended = [e for e in stream.events if e["event"] == "tool" and e["phase"] == "end"]
+        assert not ended[0]["isError"]
+        assert "remember the tides" in ended[0]["result"]
+    finally:
+        dockerd.docker("rm", "-f", name)
+
+
 def _scripted(
     start_iris: Callable[..., IrisServer], tmp_path: Path, turns: list[object], **env: str
 ) -> IrisServer:
@@ -121,3 +264,24 @@ def _scripted(
         IRIS_SCRIPT_FILE=str(script),
         **env,
     )
+
+
+def test_the_docker_client_keeps_iris_home_and_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client reads its configuration (credential helpers run programs) from Iris's own
+    HOME, never from the command's; the command's HOME still reaches the container."""
+    monkeypatch.setenv("HOME", str(tmp_path / "iris-home"))
+    monkeypatch.delenv("DOCKER_CONFIG", raising=False)
+    spec = SandboxSpec("docker", "box", tmp_path / "data")
+    sandbox = DockerSandbox(spec, "/usr/bin/docker")
+    token = "run-token-" + "x" * 20
+    env = {"PATH": "/bin", "HOME": "/workspace", "IRIS_API_TOKEN": token}
+    launch = sandbox.launch(["id"], "/workspace", env)
+    assert launch.env["HOME"] == str(tmp_path / "iris-home")
+    assert launch.env["DOCKER_CONFIG"] == str(tmp_path / "iris-home" / ".docker")
+    assert launch.env["IRIS_API_TOKEN"] == token  # forwarded by name
+    pairs = list(zip(launch.argv[::2], launch.argv[1::2], strict=False))
+    assert ("-e", "HOME=/workspace") in pairs
+    assert ("-e", "IRIS_API_TOKEN") in pairs
+    assert not any(token in arg for arg in launch.argv)

@@ -6,10 +6,15 @@ The container must be running when Iris starts and must show the work folder at 
 ``/agent`` (``-v <data dir>/MEMORY.md:/agent/MEMORY.md:ro``), and the file tools see those too.
 Commands run as uid 10000 in ``/workspace``; paths are translated both ways (the file tools and
 ``attach`` take ``/workspace/...``). Variables reach the command as ``-e NAME`` with the value in
-the docker client's environment, never on its command line.
+the docker client's environment, never on its command line. The client itself runs with Iris's
+own ``HOME`` and Docker settings. A container whose configuration hands commands the host
+(``docker_container``) is refused.
 
 Killing ``docker exec`` does not kill what it started in the container, so every run carries a
-marker variable and a kill finds its processes by it, inside the container.
+marker variable: a kill (timeout, Stop) finds its processes by it, inside the container, and so
+does the end of every run, for what it left in the background. Once no command of this Iris
+runs, every process of the commands' uid in the container is killed, so a command that dropped
+the marker does not outlive the quiet either. The container is this Iris's alone.
 """
 
 from __future__ import annotations
@@ -19,13 +24,13 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from iris_runtime.tools.sandbox.base import (
-    INSIDE_AGENT,
     INSIDE_WORKSPACE,
     SANDBOX_UID,
     Launch,
@@ -34,9 +39,13 @@ from iris_runtime.tools.sandbox.base import (
     SandboxUnavailable,
     WorkspaceView,
 )
+from iris_runtime.tools.sandbox.docker_container import engine_sockets, refusals, view_of
 from iris_runtime.tools.sandbox.view import ensure_work_folder, prompt_section, work_folder
 
 RUN_MARKER = "IRIS_RUN_ID"
+# Variables the docker client reads itself: the command's values go on the command line (they are
+# never secret), so the client keeps Iris's own.
+CLIENT_OWN = frozenset({"PATH", "HOME"})
 # Runs as the commands' uid in the container: kill every process whose environment carries the
 # run's marker.
 _KILL_SCRIPT = (
@@ -59,9 +68,13 @@ class DockerSandbox:
         self.run_secrets = spec.run_secrets
         self.container = spec.option
         self._docker = docker
-        self._client_env = {k: v for k, v in os.environ.items() if k.startswith("DOCKER_")}
+        self._data_dir = spec.data_dir
+        self._client_env = client_environment(os.environ)
         self._work = work_folder(spec.data_dir)
         self.view = WorkspaceView(Mount(self._work, INSIDE_WORKSPACE, writable=True))
+        # Runs in flight; the last one to end sweeps the container (see _finished).
+        self._running = 0
+        self._runs_lock = threading.Lock()
 
     def prompt_section(self) -> str:
         return prompt_section(self.level, self.view)
@@ -71,23 +84,48 @@ class DockerSandbox:
         if self._docker is None:
             raise SandboxUnavailable("the docker level needs the docker client on PATH")
         info = self._inspect()
+        found = refusals(info, self._data_dir, engine_sockets(self._client_env))
+        if found:
+            raise SandboxUnavailable(
+                f"container {self.container!r} would hand commands the host: {'; '.join(found)}"
+            )
         if not info.get("State", {}).get("Running"):
             raise SandboxUnavailable(f"container {self.container!r} is not running")
-        self.view = self._view_of(info.get("Mounts") or [])
+        try:
+            self.view = view_of(info, self.container, self._work)
+        except ValueError as exc:
+            raise SandboxUnavailable(str(exc)) from None
 
     def launch(self, argv: list[str], cwd: str, env: Mapping[str, str]) -> Launch:
         assert self._docker is not None
         run_id = uuid.uuid4().hex
-        names = [*env, RUN_MARKER]
         command = [self._docker, "exec", "--user", f"{SANDBOX_UID}:{SANDBOX_UID}", "-w", cwd]
-        for name in names:
-            command += ["-e", name]  # the value comes from the client's environment
+        forwarded: dict[str, str] = {RUN_MARKER: run_id}
+        for name, value in {**env, RUN_MARKER: run_id}.items():
+            if name in CLIENT_OWN or name.startswith("DOCKER_"):
+                command += ["-e", f"{name}={value}"]  # the client reads its own (never secret)
+            else:
+                command += ["-e", name]  # the value comes from the client's environment
+                forwarded[name] = value
+        with self._runs_lock:
+            self._running += 1
         return Launch(
             [*command, self.container, *argv],
             self._work,
-            {**env, RUN_MARKER: run_id, **self._client_env},
-            kill=lambda: self._kill(run_id),
+            {**forwarded, **self._client_env},
+            kill=lambda: self._kill(f"{RUN_MARKER}={run_id}"),
+            cleanup=lambda: self._finished(run_id),
         )
+
+    def _finished(self, run_id: str) -> None:
+        """What a command left running in the background goes with it: its marked processes,
+        and, once no command of this Iris runs, every process of the commands' uid (a command
+        can drop the marker by exec-ing with a fresh environment)."""
+        self._kill(f"{RUN_MARKER}={run_id}")
+        with self._runs_lock:
+            self._running -= 1
+            if self._running == 0:
+                self._kill_all()
 
     def _inspect(self) -> dict[str, Any]:
         assert self._docker is not None
@@ -101,33 +139,18 @@ class DockerSandbox:
         found = json.loads(done.stdout)
         return found[0] if isinstance(found, list) and found else {}
 
-    def _view_of(self, mounts: list[dict[str, Any]]) -> WorkspaceView:
-        by_destination = {m.get("Destination"): Path(str(m.get("Source"))) for m in mounts}
-        source = by_destination.get(INSIDE_WORKSPACE)
-        if source is None or source.resolve() != self._work.resolve():
-            raise SandboxUnavailable(
-                f"container {self.container!r} must show the work folder at {INSIDE_WORKSPACE}: "
-                f"start it with -v {self._work}:{INSIDE_WORKSPACE}"
-            )
-        extras = tuple(
-            Mount(host, str(dest), writable=False)
-            for dest, host in by_destination.items()
-            if isinstance(dest, str) and dest.startswith(INSIDE_AGENT + "/")
-        )
-        return WorkspaceView(Mount(self._work, INSIDE_WORKSPACE, writable=True), extras)
+    def _kill(self, marker: str) -> None:
+        # The commands' own uid: root here lacks CAP_SYS_PTRACE for another uid's environ.
+        self._exec_quietly("sh", "-c", _KILL_SCRIPT, marker)
 
-    def _kill(self, run_id: str) -> None:
+    def _kill_all(self) -> None:
+        # kill -1 as uid 10000 reaches exactly the processes of that uid, never the container's
+        # own (root's) or the caller itself.
+        self._exec_quietly("sh", "-c", "kill -9 -1 2>/dev/null; true")
+
+    def _exec_quietly(self, *argv: str) -> None:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
-            self._client(
-                "exec",
-                "--user",  # the commands' own uid: root here lacks CAP_SYS_PTRACE for environ
-                f"{SANDBOX_UID}:{SANDBOX_UID}",
-                self.container,
-                "sh",
-                "-c",
-                _KILL_SCRIPT,
-                f"{RUN_MARKER}={run_id}",
-            )
+            self._client("exec", "--user", f"{SANDBOX_UID}:{SANDBOX_UID}", self.container, *argv)
 
     def _client(self, *args: str) -> subprocess.CompletedProcess[str]:
         assert self._docker is not None
@@ -136,9 +159,21 @@ class DockerSandbox:
             capture_output=True,
             text=True,
             timeout=_INSPECT_SECONDS,
-            env={**os.environ, **self._client_env},
+            env=self._client_env,
             check=False,
         )
+
+
+def client_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The docker client's own environment: Iris's PATH, HOME and Docker settings, so it reads
+    Iris's client configuration (credential helpers run programs) and never one under the
+    command's HOME."""
+    env = {k: v for k, v in environ.items() if k.startswith("DOCKER_")}
+    env["PATH"] = environ.get("PATH", "/usr/bin:/bin")
+    home = environ.get("HOME") or str(Path.home())
+    env["HOME"] = home
+    env.setdefault("DOCKER_CONFIG", str(Path(home) / ".docker"))
+    return env
 
 
 def open_docker(spec: SandboxSpec) -> DockerSandbox:
