@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from iris_runtime.testing.server import IrisServer, clean_environment, free_port
 from iris_runtime.tools.sandbox.firecracker_plan import tap_plan
 from tests.sandbox.fake_firecracker import install
 from tests.sandbox.support import assert_boundary, require_tools, served_turn
+from tests.web.conftest import SSEReader
 
 
 def _environment(tmp_path: Path) -> tuple[dict[str, str], Path]:
@@ -33,6 +35,7 @@ def _environment(tmp_path: Path) -> tuple[dict[str, str], Path]:
         "IRIS_FIRECRACKER_KERNEL": str(kernel),
         "IRIS_FIRECRACKER_ROOTFS": str(rootfs),
         "IRIS_FIRECRACKER_CHROOT_BASE": str(tmp_path / "jail"),
+        "IRIS_FIRECRACKER_TAP_LOCKS": str(tmp_path / "tap-locks"),
     }
     return env, record
 
@@ -45,6 +48,16 @@ def _require() -> None:
     if os.geteuid() != 0:
         pytest.skip("the jailer runs as root")
     require_tools("bwrap", "ip", "setpriv")
+
+
+def _require_tap() -> None:
+    _require()
+    probe = subprocess.run(
+        ["ip", "tuntap", "add", "dev", "ifcprobe", "mode", "tap"], check=False, capture_output=True
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"cannot create a TAP device here: {probe.stderr.decode().strip()}")
+    subprocess.run(["ip", "link", "del", "ifcprobe"], check=False, capture_output=True)
 
 
 def test_tap_plan_gives_each_vm_its_own_slash_30() -> None:
@@ -88,13 +101,7 @@ def test_a_model_turn_in_a_microvm(tmp_path: Path, start_iris: Callable[..., Iri
 def test_firecracker_net_plans_a_tap_device_and_removes_it(
     tmp_path: Path, start_iris: Callable[..., IrisServer]
 ) -> None:
-    _require()
-    probe = subprocess.run(
-        ["ip", "tuntap", "add", "dev", "ifcprobe", "mode", "tap"], check=False, capture_output=True
-    )
-    if probe.returncode != 0:
-        pytest.skip(f"cannot create a TAP device here: {probe.stderr.decode().strip()}")
-    subprocess.run(["ip", "link", "del", "ifcprobe"], check=False, capture_output=True)
+    _require_tap()
     env, record = _environment(tmp_path)
     served_turn(start_iris, tmp_path, "firecracker:net", **env)
     api = [(c["path"], c["body"]) for c in _records(record) if c.get("method") == "PUT"]
@@ -105,6 +112,73 @@ def test_firecracker_net_plans_a_tap_device_and_removes_it(
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True)
     for body in nets:
         assert f" {body['host_dev_name']}:" not in links.stdout  # removed with its VM
+
+
+def _networked_iris(
+    start_iris: Callable[..., IrisServer], folder: Path, locks: Path, **extra: str
+) -> tuple[IrisServer, Path]:
+    folder.mkdir()
+    env, record = _environment(folder)
+    env["IRIS_FIRECRACKER_TAP_LOCKS"] = str(locks)  # host-wide, as on a real host
+    script = folder / "script.json"
+    command = {"command": "sleep 3; echo ran", "timeout": 60}
+    turns = [[{"tool": "bash", "args": command}], [{"text": "ok"}]]
+    script.write_text(json.dumps({"rules": [{"when": "", "turns": turns}]}))
+    iris = start_iris(
+        folder / "data",
+        IRIS_LOAD_PLUGINS="scripted",
+        IRIS_PROVIDER="scripted",
+        IRIS_SCRIPT_FILE=str(script),
+        IRIS_SANDBOX="firecracker:net",
+        **env,
+        **extra,
+    )
+    return iris, record
+
+
+def _devices(record: Path) -> list[str]:
+    return [
+        c["body"]["host_dev_name"]
+        for c in _records(record)
+        if c.get("method") == "PUT" and c["path"] == "/network-interfaces/eth0"
+    ]
+
+
+def test_two_irises_never_share_a_tap_device(
+    tmp_path: Path, start_iris: Callable[..., IrisServer]
+) -> None:
+    """Iris and a root sub-agent are separate processes: their VMs run at once on different
+    /30s, and a device left on the host is never handed out."""
+    _require_tap()
+    locks = tmp_path / "locks"
+    left = subprocess.run(
+        ["ip", "tuntap", "add", "dev", "ifc0", "mode", "tap"], check=False, capture_output=True
+    )
+    try:
+        first, first_record = _networked_iris(start_iris, tmp_path / "a", locks)
+        second, second_record = _networked_iris(start_iris, tmp_path / "b", locks)
+        streams = [SSEReader(iris, "n") for iris in (first, second)]
+        with ThreadPoolExecutor(2) as pool:
+            replies = list(
+                pool.map(
+                    lambda iris: iris.post("/sessions/n/message", json_body={"text": "go"}),
+                    (first, second),
+                )
+            )
+        for stream in streams:
+            stream.wait_for(lambda events: any(e["event"] == "final" for e in events))
+            stream.close()
+    finally:
+        if left.returncode == 0:
+            subprocess.run(["ip", "link", "del", "ifc0"], check=False, capture_output=True)
+    assert [reply.json()["text"] for reply in replies] == ["ok", "ok"]
+    # The last VM of each is its command's (the start-up probes ran one each, before).
+    devices = [_devices(first_record)[-1], _devices(second_record)[-1]]
+    assert devices[0] != devices[1], devices
+    assert "ifc0" not in _devices(first_record) + _devices(second_record)  # it existed already
+    for stream in streams:  # both commands really ran, each in its VM
+        ended = [e for e in stream.events if e["event"] == "tool" and e["phase"] == "end"]
+        assert not ended[0]["isError"] and "ran" in ended[0]["result"], ended
 
 
 def test_a_missing_kernel_stops_serve(tmp_path: Path) -> None:

@@ -7,16 +7,15 @@ command ends; the command's output is the guest's console. Configured by:
 ``IRIS_FIRECRACKER_KERNEL`` and ``IRIS_FIRECRACKER_ROOTFS`` (required; the rootfs must hold
 ``/sbin/iris-init``, see :data:`GUEST_INIT_SCRIPT`), ``IRIS_FIRECRACKER_BIN`` and
 ``IRIS_JAILER_BIN`` (default: on PATH), ``IRIS_FIRECRACKER_CHROOT_BASE`` (``/srv/jailer``),
-``IRIS_FIRECRACKER_SUBNET`` (``172.30.0.0/16``, one /30 per VM), ``IRIS_FIRECRACKER_MEM_MIB``.
+``IRIS_FIRECRACKER_SUBNET`` (``172.30.0.0/16``, one /30 per VM, leased host-wide under
+``IRIS_FIRECRACKER_TAP_LOCKS``, see ``firecracker_taps``), ``IRIS_FIRECRACKER_MEM_MIB``.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 import sys
-import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,10 +25,11 @@ from iris_runtime.tools.sandbox.base import Launch, SandboxSpec, SandboxUnavaila
 from iris_runtime.tools.sandbox.firecracker_plan import (
     DEFAULT_CHROOT_BASE,
     DEFAULT_SUBNET,
+    TapPlan,
     VmPlan,
-    tap_plan,
 )
 from iris_runtime.tools.sandbox.firecracker_run import tear_down
+from iris_runtime.tools.sandbox.firecracker_taps import DEFAULT_LOCK_DIR, TapAllocator, TapLease
 from iris_runtime.tools.sandbox.view import (
     ensure_work_folder,
     prompt_section,
@@ -57,8 +57,6 @@ command -v setpriv >/dev/null && set -- setpriv --reuid=10000 --regid=10000 --cl
 tar -cf /dev/vdc -C /workspace . ; sync
 reboot -f || echo b > /proc/sysrq-trigger
 """
-_next_index = itertools.count()
-_index_lock = threading.Lock()
 
 
 class FirecrackerSandbox:
@@ -81,7 +79,13 @@ class FirecrackerSandbox:
         self._kernel = env.get("IRIS_FIRECRACKER_KERNEL", "")
         self._rootfs = env.get("IRIS_FIRECRACKER_ROOTFS", "")
         self._chroot_base = env.get("IRIS_FIRECRACKER_CHROOT_BASE") or DEFAULT_CHROOT_BASE
-        self._subnet = env.get("IRIS_FIRECRACKER_SUBNET") or DEFAULT_SUBNET
+        subnet = env.get("IRIS_FIRECRACKER_SUBNET") or DEFAULT_SUBNET
+        try:
+            self._taps = TapAllocator(
+                subnet, Path(env.get("IRIS_FIRECRACKER_TAP_LOCKS") or DEFAULT_LOCK_DIR)
+            )
+        except ValueError as exc:
+            raise SandboxUnavailable(f"IRIS_FIRECRACKER_SUBNET={subnet!r}: {exc}") from None
         self._mem_mib = int(env.get("IRIS_FIRECRACKER_MEM_MIB") or 512)
         self._plans = spec.data_dir / data_layout.RUN_DIR / "firecracker"
 
@@ -111,12 +115,8 @@ class FirecrackerSandbox:
             raise SandboxUnavailable("the firecracker jailer runs as root; Iris is not root")
         self._plans.mkdir(mode=0o700, parents=True, exist_ok=True)
 
-    def plan(self, argv: list[str], env: Mapping[str, str]) -> VmPlan:
+    def plan(self, argv: list[str], env: Mapping[str, str], tap: TapPlan | None) -> VmPlan:
         assert self._firecracker and self._jailer
-        tap = None
-        if self.networked:
-            with _index_lock:
-                tap = tap_plan(self._subnet, next(_next_index) % 16384)
         return VmPlan(
             vm_id=f"iris-{uuid.uuid4().hex[:12]}",
             firecracker=self._firecracker,
@@ -132,16 +132,22 @@ class FirecrackerSandbox:
         )
 
     def launch(self, argv: list[str], cwd: str, env: Mapping[str, str]) -> Launch:
-        plan = self.plan(argv, env)
-        plan_file = self._plans / f"{plan.vm_id}.json"
-        fd = os.open(plan_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(plan.to_json())
+        lease = self._taps.lease() if self.networked else None
+        try:
+            plan = self.plan(argv, env, lease.tap if lease else None)
+            plan_file = self._plans / f"{plan.vm_id}.json"
+            fd = os.open(plan_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(plan.to_json())
+        except BaseException:
+            _release(lease)
+            raise
         helper = [sys.executable, "-m", "iris_runtime.tools.sandbox.firecracker_run"]
 
         def cleanup() -> None:  # also when the helper was killed before its own cleanup
             tear_down(plan)
             plan_file.unlink(missing_ok=True)
+            _release(lease)  # only once the device is gone
 
         return Launch(
             [*helper, str(plan_file)],
@@ -149,6 +155,11 @@ class FirecrackerSandbox:
             {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
             cleanup=cleanup,
         )
+
+
+def _release(lease: TapLease | None) -> None:
+    if lease is not None:
+        lease.release()
 
 
 def open_firecracker(spec: SandboxSpec) -> FirecrackerSandbox:
