@@ -50,7 +50,7 @@ from iris_runtime.agents.registry import (
     registry_for,
 )
 from iris_runtime.agents.scaffold_commit import commit_repo_change
-from iris_runtime.agents.spawn_config import API_PORT_OFFSET, SpawnConfig
+from iris_runtime.agents.spawn_config import API_PORT_OFFSET, SpawnConfig, level_refusal
 from iris_runtime.config import TOKEN_FILE_NAME, Settings, known_api_token
 from iris_runtime.engine.skills import Skill, discover_skills, secrets_for_skills
 from iris_runtime.errors import ConfigError, InvalidInput, IrisError, NotFound, ProvisionError
@@ -437,6 +437,14 @@ class Spawner:
         return [available[n] for n in dict.fromkeys(names)]
 
     def manager_for(self, request: SpawnRequest) -> str:
+        """The manager the agent runs under; refuses a sandbox level it cannot run there."""
+        manager = self._manager_for(request)
+        refusal = level_refusal(manager, request.sandbox)
+        if refusal is not None:
+            raise InvalidInput(refusal, code="sandbox_unavailable")
+        return manager
+
+    def _manager_for(self, request: SpawnRequest) -> str:
         if request.mode == "docker":
             return "docker"
         wanted = request.service_manager or self.config.service_manager

@@ -111,3 +111,33 @@ class SpawnConfig:
 
 def _get(env: Mapping[str, str], name: str, default: str) -> str:
     return env.get(name, "").strip() or default
+
+
+# Built-in levels that cannot work under a manager, and why. A plugin level is left to the
+# agent's own start-up check (it stops with the reason there, never falling back).
+_ROOT_LEVELS = {"gvisor": "runsc", "firecracker": "the Firecracker jailer"}
+_CONTAINED_LEVELS = ("namespace", "gvisor", "firecracker", "docker")
+
+
+def level_refusal(manager: str, sandbox: str) -> str | None:
+    """Why an agent under ``manager`` cannot run its tools at ``sandbox`` (None when it can)."""
+    level = sandbox.partition(":")[0]
+    if manager == "systemd" and level in _ROOT_LEVELS:
+        return (
+            f"--sandbox {sandbox}: {_ROOT_LEVELS[level]} must run as root, and a systemd agent "
+            "runs unprivileged under its hardened unit. Choose namespace, or "
+            "--service-manager process under a root Iris"
+        )
+    if manager == "systemd" and level == "docker":
+        return (
+            f"--sandbox {sandbox}: the docker level needs the Docker socket, which is root on "
+            "this host, and a systemd agent never gets it. Choose namespace, or "
+            "--service-manager process"
+        )
+    if manager == "docker" and level in _CONTAINED_LEVELS:
+        return (
+            f"--sandbox {sandbox}: a Docker agent runs in a container of its own, whose default "
+            "seccomp profile and missing devices and sockets stop this level; its tools already "
+            "run inside that container (--sandbox host). Choose --mode service for this level"
+        )
+    return None

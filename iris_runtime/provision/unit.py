@@ -125,7 +125,13 @@ def unit_variables(
         "group": group or "",
         "private_tmp": not _uses_tmp(launch),
         "credentials": credentials,
+        "sandbox_namespaces": _sandbox_level(environment) == "namespace",
     }
+
+
+def _sandbox_level(environment: dict[str, str]) -> str:
+    """The level the agent's tools run at (``namespace`` for ``namespace:net``)."""
+    return (environment.get("IRIS_SANDBOX") or "host").partition(":")[0]
 
 
 def render_unit(

@@ -31,6 +31,7 @@ PACKAGES = (
     "ca-certificates",
     "iproute2",
     "procps",
+    "bubblewrap",  # a systemd agent at the namespace sandbox level
 )
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
@@ -60,8 +61,10 @@ def unmount_below(root: Path) -> None:
 
 def build_rootfs(target: Path) -> Path:
     """Run debootstrap into ``target`` (once; a finished tree is marked and reused)."""
+    # The marker holds the package list: a cached tree built with another list is built again.
     done = target / ".iris-rootfs-complete"
-    if done.exists():
+    wanted = "\n".join(PACKAGES) + "\n"
+    if done.exists() and done.read_text() == wanted:
         return target
     if target.exists():
         shutil.rmtree(target)  # a half-built tree from an interrupted run
@@ -82,7 +85,7 @@ def build_rootfs(target: Path) -> Path:
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-20:])
         raise RuntimeError(f"debootstrap failed ({result.returncode}):\n{tail}")
-    done.touch()
+    done.write_text(wanted)
     return target
 
 

@@ -41,6 +41,7 @@ from tests.provisioning.wheelhouse import iris_wheelhouse  # noqa: F401 (fixture
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 AGENT = "weather"
+BOXED = "boxed"  # an agent whose tools run at the namespace level (bubblewrap)
 SKILL = "weather-report"
 ALLOWED_SECRET = "WEATHER_API_KEY"
 OTHER_SECRET = "BILLING_API_KEY"
@@ -69,6 +70,13 @@ RULES = [
                 }
             ],
             [{"text": "done reading"}],
+        ],
+    },
+    {
+        "when": "where are you",
+        "turns": [
+            [{"tool": "bash", "args": {"command": "id -u > uid.txt; hostname > host.txt"}}],
+            [{"text": "in my box"}],
         ],
     },
 ]
@@ -206,7 +214,10 @@ def site(
         iris_runtime_provider="scripted",
         iris_runtime_env={"IRIS_SCRIPT_FILE": str(SCRIPT)},
         iris_runtime_env_secrets=["TELEGRAM_BOT_TOKEN"],
-        iris_agent_agents=[{"name": AGENT, "skills": [SKILL, "get-secret"]}],
+        iris_agent_agents=[
+            {"name": AGENT, "skills": [SKILL, "get-secret"]},
+            {"name": BOXED, "sandbox": "namespace"},
+        ],
     )
     seed_host(server)
     first = server.playbook("playbooks/site.yml", label="converge")
@@ -284,6 +295,26 @@ def test_declared_agent_runs_is_registered_and_answers(site: Site) -> None:
     )
     assert reply.status_code == 200, reply.text
     assert reply.json()["text"] == "done reading"
+
+
+def test_an_agent_declared_at_the_namespace_level_runs_its_commands_there(site: Site) -> None:
+    assert_ok(site.first, site)
+    unit = f"iris-agent-{BOXED}.service"
+    assert site.unit_state(unit) == "active"
+    text = site.path(f"/etc/systemd/system/{unit}").read_text()
+    assert 'Environment="IRIS_SANDBOX=namespace"' in text
+    assert "RestrictNamespaces=user pid ipc uts net mnt cgroup" in text
+    reply = requests.post(
+        f"{site.iris_url}/sessions/site-box/message",
+        json={"text": f"@{BOXED} where are you"},
+        headers={"Authorization": f"Bearer {site.api_token()}"},
+        timeout=120,
+    )
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["text"] == "in my box"
+    work = site.path(site.registry()[BOXED].get("home") or f"/iris/agents/{BOXED}") / "work"
+    assert (work / "uid.txt").read_text().strip() == "10000"
+    assert (work / "host.txt").read_text().strip() == "sandbox"
 
 
 def test_agent_reads_its_secret_through_the_broker_and_is_denied_another(site: Site) -> None:

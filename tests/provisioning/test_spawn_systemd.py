@@ -20,6 +20,7 @@ import requests
 from iris_runtime.agents.ports import can_bind
 from tests.provisioning.nspawn import REPO_ROOT, NspawnHost, nspawn_host  # noqa: F401 (fixture)
 from tests.provisioning.rootfs import debian_rootfs  # noqa: F401 (fixture)
+from tests.sandbox.support import PROBE_COMMAND
 
 # The first test to need the Debian rootfs builds it (debootstrap, about a minute).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -49,6 +50,13 @@ RULES = [
                 }
             ],
             [{"text": "done reading"}],
+        ],
+    },
+    {
+        "when": "show your box",
+        "turns": [
+            [{"tool": "bash", "args": {"command": f"DATA={DATA}\n{PROBE_COMMAND}"}}],
+            [{"text": "boxed"}],
         ],
     },
 ]
@@ -200,3 +208,51 @@ def test_spawn_under_systemd_answers_reads_its_secret_and_is_removed(
     registry = json.loads(nspawn_host.path(DATA / "agents.json").read_text())
     assert "digest" not in registry
     assert can_bind(agent["api_port"]) and can_bind(agent["api_port"] - 100)
+
+
+def test_a_systemd_agent_runs_its_commands_in_bubblewrap(
+    iris: ContainerIris,
+    nspawn_host: NspawnHost,  # noqa: F811
+) -> None:
+    """--sandbox namespace under systemd: the hardened unit lets bubblewrap make its namespaces,
+    and the agent's commands see the sandbox, not the agent's host."""
+    done = iris.cli("agents", "spawn", "boxed", "--sandbox", "namespace", "--json")
+    assert done.returncode == 0, done.stderr
+    agent = json.loads(done.stdout)
+    assert agent["manager"] == "systemd"
+    unit = nspawn_host.path("/etc/systemd/system/iris-agent-boxed.service").read_text()
+    assert "RestrictNamespaces=user pid ipc uts net mnt cgroup" in unit
+    assert "NoNewPrivileges=yes" in unit and "CapabilityBoundingSet=\n" in unit
+    assert 'Environment="IRIS_SANDBOX=namespace"' in unit
+
+    assert iris.message("s2", "@boxed show your box")["text"] == "boxed"
+    home = nspawn_host.path(agent["home"])
+    lines = (home / "work" / "report.txt").read_text().splitlines()
+    report = dict(line.split("=", 1) for line in lines if "=" in line)
+    assert report["uid"] == "10000"
+    assert report["pwd"] == "/workspace"
+    assert report["links"] == "lo,"  # no network: namespace without :net
+    assert report["hostname"] == "sandbox"
+    assert report["write_usr"] == "refused"
+    assert report["read_token"] == "refused"  # Iris's data dir is not even there
+    assert report["data_visible"] == "no"
+    assert report["read_shadow"] == "refused"
+    assert iris.cli("agents", "remove", "boxed").returncode == 0
+
+
+@pytest.mark.parametrize("level", ["gvisor", "firecracker:net", "docker:box"])
+def test_a_systemd_agent_refuses_levels_that_need_root(
+    iris: ContainerIris,
+    nspawn_host: NspawnHost,  # noqa: F811
+    level: str,
+) -> None:
+    done = iris.cli("agents", "spawn", "rooted", "--sandbox", level)
+    assert done.returncode != 0
+    assert f"--sandbox {level}: " in done.stderr
+    assert "a systemd agent" in done.stderr
+    assert not nspawn_host.path("/etc/systemd/system/iris-agent-rooted.service").exists()
+    registry = nspawn_host.path(DATA / "agents.json")
+    assert not registry.exists() or "rooted" not in json.loads(registry.read_text())
+    # The declaration the Ansible role sends is refused alike, check mode included.
+    check = iris.cli("agents", "ensure", "rooted", "--sandbox", level, "--check")
+    assert check.returncode != 0 and f"--sandbox {level}: " in check.stderr

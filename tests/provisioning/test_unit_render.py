@@ -116,6 +116,40 @@ def test_unit_has_literal_environment_no_env_file_no_token_and_verifies(tmp_path
     verified(unit, tmp_path)
 
 
+@pytest.mark.parametrize("level", ["namespace", "namespace:net"])
+def test_the_namespace_level_relaxes_only_what_bubblewrap_needs(tmp_path: Path, level: str) -> None:
+    launch = make_launch(agent_home(tmp_path))
+    launch = make_launch(launch.home, environment={**launch.environment, "IRIS_SANDBOX": level})
+    unit = render_unit(launch, TEMPLATE)
+    lines = unit.splitlines()
+    relaxed = {
+        "ProcSubset=pid": None,
+        "ProtectHostname=yes": None,
+        "RestrictNamespaces=yes": "RestrictNamespaces=user pid ipc uts net mnt cgroup",
+        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6": (
+            "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK"
+        ),
+        "SystemCallFilter=@system-service": "SystemCallFilter=@system-service @mount sethostname",
+    }
+    for hardening in HARDENING:
+        if hardening in relaxed:
+            assert hardening not in lines
+            if relaxed[hardening] is not None:
+                assert relaxed[hardening] in lines
+        else:
+            assert hardening in lines  # everything else stays as for any agent
+    verified(unit, tmp_path)
+
+
+@pytest.mark.parametrize("level", ["host", "gvisor", "docker:box"])
+def test_other_levels_keep_the_whole_hardening(tmp_path: Path, level: str) -> None:
+    launch = make_launch(agent_home(tmp_path))
+    launch = make_launch(launch.home, environment={**launch.environment, "IRIS_SANDBOX": level})
+    lines = render_unit(launch, TEMPLATE).splitlines()
+    for hardening in HARDENING:
+        assert hardening in lines
+
+
 def test_platform_tokens_are_added_empty_when_the_launch_leaves_them_out(tmp_path: Path) -> None:
     launch = make_launch(agent_home(tmp_path), environment={"AGENT_NAME": "digest"})
     environment = directives(render_unit(launch, TEMPLATE), "Environment")

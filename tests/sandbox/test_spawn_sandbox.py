@@ -68,3 +68,11 @@ def test_an_unknown_level_is_refused_before_anything_is_made(iris: IrisServer) -
     done = iris_cli(iris, "agents", "spawn", "boxed", "--sandbox", "nosuch")
     assert done.returncode != 0
     assert "'nosuch' is not installed" in done.stderr
+
+
+@pytest.mark.parametrize("level", ["namespace", "gvisor", "docker:box", "firecracker"])
+def test_a_docker_agent_refuses_levels_its_container_stops(iris: IrisServer, level: str) -> None:
+    done = iris_cli(iris, "agents", "spawn", "boxed", "--mode", "docker", "--sandbox", level)
+    assert done.returncode != 0
+    assert f"--sandbox {level}: a Docker agent runs in a container of its own" in done.stderr
+    assert "boxed" not in iris_cli(iris, "agents", "list").stdout
