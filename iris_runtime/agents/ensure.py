@@ -49,7 +49,7 @@ from iris_runtime.provision.supervised import DB_NAME
 STATES = ("present", "absent")
 ACTIONS = ("created", "unchanged", "started", "updated", "replaced", "removed", "absent")
 # Differences an in-place update covers (iris_runtime.agents.update); anything else replaces.
-IN_PLACE = ("skills:", "model:")
+IN_PLACE = ("skills:", "model:", "user:")
 UNCHANGED = frozenset({"unchanged", "absent"})
 # What each manager reports for an agent that runs or is on its way to running by itself
 # (a supervised process in back-off is restarted by the supervisor; starting it again would not
@@ -173,6 +173,8 @@ class Ensurer:
             out.append(model)
         if record.sandbox != declaration.sandbox:
             out.append(f"sandbox: {record.sandbox} -> {declaration.sandbox}")
+        if user := self._user_difference(record):
+            out.append(user)
         if declaration.mode == "docker" == record.mode:
             # Store and proxy secrets imply a token of its own: compared as it takes effect.
             implied = self.spawner.settings.secrets_mode != "env"
@@ -182,6 +184,19 @@ class Ensurer:
         if entry is None:
             out.append("not registered")
         return out
+
+    def _user_difference(self, record: AgentRecord) -> str | None:
+        """A systemd agent installed under another user (the shared ``iris-agent`` of earlier
+        versions) moves to its own, in place."""
+        if record.manager != "systemd":
+            return None
+        from iris_runtime.provision.systemd import SystemdService
+
+        service = self.spawner.service("systemd")
+        if not isinstance(service, SystemdService):
+            return None
+        have, want = service.installed_user(record.name), service.user_for(record.name)
+        return f"user: {have} -> {want}" if have is not None and have != want else None
 
     def _model_difference(self, declaration: Declaration, record: AgentRecord) -> str | None:
         if declaration.model:

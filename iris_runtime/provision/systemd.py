@@ -4,11 +4,13 @@ Install renders and verifies the unit before systemd ever sees it, makes sure th
 exists and owns the agent's home, moves the unit into place atomically, enables and starts it,
 and watches it for a moment so a command that dies at once is reported with its journal lines
 instead of as a later health-check timeout. Whatever install created is removed again when a step
-fails, except the agent user: every agent runs as it, so it is never deleted.
+fails, except the agent's user, which is kept (``agent_users``).
 
-Agents run as an unprivileged user (``iris-agent`` by default) with no capabilities: as root, an
-agent's shell could start an unconfined unit of its own or undo the mounts that hide Iris's
-files. That user needs read and execute access to the interpreter, the venv and the checkout.
+Each agent runs as an unprivileged user of its own (``iris-agent-<name>`` by default) with no
+capabilities: as root, an agent's shell could start an unconfined unit of its own or undo the
+mounts that hide Iris's files; as a shared user, one agent could read another's files wherever
+a mode bit allowed it. Every agent user needs read and execute access to the interpreter, the
+venv and the checkout.
 
 ``systemctl``/``journalctl`` may be argv prefixes rather than names, and ``on_target`` prefixes
 the other commands that act on the managed machine (``getent``, ``useradd``, ``chown``), so the
@@ -27,12 +29,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from iris_runtime.errors import ProvisionError
+from iris_runtime.provision.agent_users import agent_user_name, ensure_agent_user, unit_user
 from iris_runtime.provision.launch import AgentLaunch, Progress
 from iris_runtime.provision.unit import render_unit, template_path, unit_file_name, verify_unit
 
 SYSTEMD_RUN_DIR = Path("/run/systemd/system")
 DEFAULT_AGENT_USER = "iris-agent"
-"""The Unix user agents run as unless configured otherwise (``IRIS_AGENT_USER``)."""
+"""The prefix of the agents' own Unix users unless configured otherwise (``IRIS_AGENT_USER``):
+agent ``digest`` runs as ``iris-agent-digest``."""
 JOURNAL_LINES = 20
 _COMMAND_TIMEOUT = 90.0  # a stop may take TimeoutStopSec= (30 s) before systemd kills
 _NOT_LOADED = ("not loaded", "does not exist", "not found", "No such file")
@@ -76,6 +80,17 @@ class SystemdService:
     def unit_path(self, name: str) -> Path:
         return self.unit_dir / unit_file_name(name)
 
+    def user_for(self, name: str) -> str:
+        """The agent's own Unix user (``agent_users``): ``<IRIS_AGENT_USER>-<name>``."""
+        return agent_user_name(self.user, name)
+
+    def installed_user(self, name: str) -> str | None:
+        """The user the installed unit runs as (None without a unit, or a unit naming none)."""
+        try:
+            return unit_user(self.unit_path(name).read_text(encoding="utf-8"))
+        except OSError:
+            return None
+
     def exists(self, name: str) -> bool:
         return self.unit_path(name).exists()
 
@@ -92,10 +107,11 @@ class SystemdService:
             raise ProvisionError(
                 "agents must not run as root (IRIS_AGENT_USER): root could undo its isolation"
             )
+        user = self.user_for(launch.name)
         text = self.checked_unit(launch, progress)
-        self._ensure_user(progress)
-        progress(f"handing {launch.home} to {self.user}")
-        self._target("chown", "-R", "--no-dereference", f"{self.user}:", str(launch.home))
+        ensure_agent_user(self._target, launch.name, user, progress)
+        progress(f"handing {launch.home} to {user}")
+        self._target("chown", "-R", "--no-dereference", f"{user}:", str(launch.home))
         try:
             progress(f"writing {path}")
             _write_atomically(path, text)
@@ -106,10 +122,10 @@ class SystemdService:
             if started.returncode != 0:
                 raise ProvisionError(
                     f"{unit} did not start: {_without_symlink_notes(started.stderr)}\n"
-                    f"{self._journal(unit)}{self._access_hint()}"
+                    f"{self._journal(unit)}{self._access_hint(launch.name)}"
                 )
             progress(f"checking that {unit} stays up")
-            self._wait_settled(unit)
+            self._wait_settled(unit, launch.name)
             progress(f"{unit} is running")
         except BaseException:  # Ctrl-C included: never leave a half-installed unit behind
             self._undo(unit, path)
@@ -122,7 +138,11 @@ class SystemdService:
         template = template_path(self.repo_dir)
         progress(f"rendering {unit} from {template}")
         text = render_unit(
-            launch, template, user=self.user, root=self.root, readable=(self.repo_dir,)
+            launch,
+            template,
+            user=self.user_for(launch.name),
+            root=self.root,
+            readable=(self.repo_dir,),
         )
         progress(f"checking {unit} with systemd-analyze verify")
         with tempfile.TemporaryDirectory(prefix="iris-unit-") as scratch:
@@ -142,10 +162,10 @@ class SystemdService:
         if started.returncode != 0:
             raise ProvisionError(
                 f"{unit} did not start: {_without_symlink_notes(started.stderr)}\n"
-                f"{self._journal(unit)}{self._access_hint()}"
+                f"{self._journal(unit)}{self._access_hint(name)}"
             )
         progress(f"checking that {unit} stays up")
-        self._wait_settled(unit)
+        self._wait_settled(unit, name)
         progress(f"{unit} is running")
 
     def remove(self, name: str, progress: Progress) -> bool:
@@ -195,44 +215,11 @@ class SystemdService:
             )
         return result
 
-    def _ensure_user(self, progress: Progress) -> None:
-        """Create the agent user when it is missing (as root). A system user with its own
-        group, no home of its own and no login shell: it only ever runs agents' units."""
-        if self._target("getent", "passwd", self.user, check=False).returncode == 0:
-            return
-        if os.geteuid() != 0:
-            raise ProvisionError(
-                f"the agent user {self.user!r} does not exist and only root can create it "
-                "(IRIS_AGENT_USER; service mode runs as root)"
-            )
-        progress(f"creating the system user {self.user}")
-        created = self._target(
-            "useradd",
-            "--system",
-            "--user-group",
-            "--no-create-home",
-            "--home-dir",
-            "/",
-            "--shell",
-            "/usr/sbin/nologin",
-            "--comment",
-            "Iris sub-agents",
-            self.user,
-            check=False,
-        )
-        # useradd fails (exit 9) when a concurrent spawn created the user meanwhile: fine.
-        exists = self._target("getent", "passwd", self.user, check=False).returncode == 0
-        if created.returncode != 0 and not exists:
-            raise ProvisionError(
-                f"cannot create the agent user {self.user!r} (useradd exit "
-                f"{created.returncode}): {created.stderr.strip()}"
-            )
-
-    def _access_hint(self) -> str:
+    def _access_hint(self, name: str) -> str:
         return (
-            f"\n(the agent runs as {self.user}: it needs execute access to every directory above "
-            f"its home that is not hidden, and read and execute access to the interpreter, its "
-            f"venv and the checkout {self.repo_dir})"
+            f"\n(the agent runs as {self.user_for(name)}: it needs execute access to every "
+            "directory above its home that is not hidden, and read and execute access to the "
+            f"interpreter, its venv and the checkout {self.repo_dir})"
         )
 
     def _show(self, unit: str, *props: str) -> dict[str, str]:
@@ -248,7 +235,7 @@ class SystemdService:
         loaded = state.get("LoadState", "not-found") != "not-found"
         return loaded or state.get("ActiveState", "inactive") != "inactive"
 
-    def _wait_settled(self, unit: str) -> None:
+    def _wait_settled(self, unit: str, name: str) -> None:
         deadline = time.monotonic() + self.settle_seconds
         while True:
             state = self._show(unit, "ActiveState", "SubState", "NRestarts", "Result")
@@ -260,7 +247,7 @@ class SystemdService:
             ):
                 raise ProvisionError(
                     f"{unit} failed to start ({active}/{sub}, result {state.get('Result')})\n"
-                    f"{self._journal(unit)}{self._access_hint()}"
+                    f"{self._journal(unit)}{self._access_hint(name)}"
                 )
             if time.monotonic() >= deadline:
                 return

@@ -189,7 +189,7 @@ def test_spawn_under_systemd_answers_reads_its_secret_and_is_removed(
     pid = nspawn_host.run("systemctl", "show", "-p", "MainPID", "--value", unit).stdout.strip()
     status = nspawn_host.run("cat", f"/proc/{pid}/status").stdout
     uid = next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:"))
-    user = nspawn_host.run("id", "-u", "iris-agent").stdout.strip()
+    user = nspawn_host.run("id", "-u", "iris-agent-digest").stdout.strip()  # its own user
     assert uid == user != "0"
     assert "CapEff:\t0000000000000000" in status
 
@@ -256,3 +256,92 @@ def test_a_systemd_agent_refuses_levels_that_need_root(
     # The declaration the Ansible role sends is refused alike, check mode included.
     check = iris.cli("agents", "ensure", "rooted", "--sandbox", level, "--check")
     assert check.returncode != 0 and f"--sandbox {level}: " in check.stderr
+
+
+def _uid_of(host: NspawnHost, unit: str) -> str:
+    pid = host.run("systemctl", "show", "-p", "MainPID", "--value", unit).stdout.strip()
+    status = host.run("cat", f"/proc/{pid}/status").stdout
+    return next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:"))
+
+
+def test_each_systemd_agent_has_a_user_of_its_own(
+    iris: ContainerIris,
+    nspawn_host: NspawnHost,  # noqa: F811
+) -> None:
+    homes = {}
+    for name in ("alpha", "beta"):
+        done = iris.cli("agents", "spawn", name, "--json")
+        assert done.returncode == 0, done.stderr
+        homes[name] = json.loads(done.stdout)["home"]
+    uids = {name: _uid_of(nspawn_host, f"iris-agent-{name}.service") for name in homes}
+    assert uids["alpha"] != uids["beta"] and "0" not in uids.values()
+    for name, uid in uids.items():
+        assert nspawn_host.run("id", "-u", f"iris-agent-{name}").stdout.strip() == uid
+        owner = nspawn_host.run("stat", "-c", "%u", homes[name]).stdout.strip()
+        assert owner == uid
+        comment = nspawn_host.run("getent", "passwd", f"iris-agent-{name}").stdout.split(":")[4]
+        assert comment == f"Iris sub-agent {name}"
+    # Even where a mode bit is wrong, alpha's uid cannot read beta's files.
+    nspawn_host.run("chmod", "0644", f"{homes['beta']}/api-token")
+    gid = nspawn_host.run("id", "-g", "iris-agent-alpha").stdout.strip()
+    read = nspawn_host.run(
+        "setpriv",
+        f"--reuid={uids['alpha']}",
+        f"--regid={gid}",
+        "--clear-groups",
+        "cat",
+        f"{homes['beta']}/api-token",
+    )
+    assert read.returncode != 0 and "Permission denied" in read.stderr
+    for name in homes:
+        assert iris.cli("agents", "remove", name).returncode == 0
+
+
+def test_a_user_that_is_not_the_agents_is_never_taken_over(
+    iris: ContainerIris,
+    nspawn_host: NspawnHost,  # noqa: F811
+) -> None:
+    made = nspawn_host.run("useradd", "--system", "--comment", "an operator", "iris-agent-taken")
+    assert made.returncode == 0, made.stderr
+    try:
+        done = iris.cli("agents", "spawn", "taken")
+        assert done.returncode != 0
+        assert "the user 'iris-agent-taken' exists but is not agent 'taken''s" in done.stderr
+        assert not nspawn_host.path("/etc/systemd/system/iris-agent-taken.service").exists()
+    finally:
+        nspawn_host.run("userdel", "iris-agent-taken")
+
+
+def test_an_agent_of_the_shared_user_moves_to_its_own_in_place(
+    iris: ContainerIris,
+    nspawn_host: NspawnHost,  # noqa: F811
+) -> None:
+    """Agents made by earlier versions ran as one shared ``iris-agent``: ``ensure`` (the
+    Ansible role's command) moves each to its own user, keeping its home and memory."""
+    done = iris.cli("agents", "spawn", "legacy", "--json")
+    assert done.returncode == 0, done.stderr
+    home = json.loads(done.stdout)["home"]
+    unit = nspawn_host.path("/etc/systemd/system/iris-agent-legacy.service")
+    nspawn_host.run("useradd", "--system", "--user-group", "iris-agent")
+    unit.write_text(unit.read_text().replace("User=iris-agent-legacy", "User=iris-agent"))
+    nspawn_host.run("chown", "-R", "iris-agent:", home)
+    nspawn_host.path(home).joinpath("MEMORY.md").write_text("the tide turns at six\n")
+    nspawn_host.run("systemctl", "daemon-reload")
+    nspawn_host.run("systemctl", "restart", "iris-agent-legacy.service")
+    assert _uid_of(nspawn_host, "iris-agent-legacy.service") == (
+        nspawn_host.run("id", "-u", "iris-agent").stdout.strip()
+    )
+
+    check = iris.cli("agents", "ensure", "legacy", "--check", "--json")
+    plan = json.loads(check.stdout)
+    assert plan["action"] == "updated", check.stdout + check.stderr
+    assert "user: iris-agent -> iris-agent-legacy" in plan["differences"]
+    applied = iris.cli("agents", "ensure", "legacy", "--json")
+    assert applied.returncode == 0, applied.stderr
+    own = nspawn_host.run("id", "-u", "iris-agent-legacy").stdout.strip()
+    assert _uid_of(nspawn_host, "iris-agent-legacy.service") == own
+    assert nspawn_host.run("stat", "-c", "%u", f"{home}/MEMORY.md").stdout.strip() == own
+    assert "the tide turns at six" in nspawn_host.path(home).joinpath("MEMORY.md").read_text()
+    again = iris.cli("agents", "ensure", "legacy", "--json")
+    assert json.loads(again.stdout)["action"] == "unchanged"
+    assert iris.cli("agents", "remove", "legacy").returncode == 0

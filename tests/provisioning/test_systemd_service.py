@@ -138,9 +138,10 @@ def show(host: NspawnHost, unit: str, prop: str) -> str:
     return host.run("systemctl", "show", "-p", prop, "--value", unit).stdout.strip()
 
 
-def agent_ids(host: NspawnHost) -> tuple[int, int]:
-    """The agent user's uid and gid inside the container."""
-    entry = host.run("getent", "passwd", DEFAULT_AGENT_USER, check=True).stdout.split(":")
+def agent_ids(host: NspawnHost, name: str = "digest") -> tuple[int, int]:
+    """The uid and gid of the agent's own user inside the container."""
+    user = f"{DEFAULT_AGENT_USER}-{name}"
+    entry = host.run("getent", "passwd", user, check=True).stdout.split(":")
     return int(entry[2]), int(entry[3])
 
 
@@ -184,7 +185,7 @@ def test_agent_unit_runs_is_restarted_after_kill_and_is_removed(
     assert (verify.returncode, verify.stderr) == (0, "")
     assert show(nspawn_host, unit, "UnitFileState") == "enabled"
     assert show(nspawn_host, unit, "ActiveState") == "active"
-    assert any(f"handing {launch.home} to {DEFAULT_AGENT_USER}" in step for step in steps)
+    assert any(f"handing {launch.home} to {DEFAULT_AGENT_USER}-digest" in step for step in steps)
 
     # The home is the agent user's now, and still private.
     uid, gid = agent_ids(nspawn_host)
@@ -232,7 +233,7 @@ def test_agent_unit_runs_is_restarted_after_kill_and_is_removed(
     assert can_bind(launch.bridge_port)
     assert can_bind(launch.api_port)
     assert service.remove("digest", steps.append) is False
-    # Shared by every agent: removing one never deletes the user.
+    # Kept: the archived home keeps its owner, and the name comes back under the same uid.
     assert agent_ids(nspawn_host) == (uid, gid)
 
 
@@ -405,8 +406,8 @@ def test_the_agent_sees_only_its_own_home_even_after_iris_rewrites_its_files(
         on_host.parent.mkdir(parents=True, exist_ok=True)
         on_host.write_text(text)
         on_host.chmod(0o644)
-    # A running sibling, the same Unix user: neither its process nor, through /proc/PID/root,
-    # its home is reachable.
+    # A running sibling, under a Unix user of its own: neither its process nor, through
+    # /proc/PID/root, its home is reachable.
     sibling = install_probe(nspawn_host, service, "sibling", [], [])
     sibling_pid = show(nspawn_host, sibling.unit_name, "MainPID")
     through_sibling = [
@@ -419,7 +420,8 @@ def test_the_agent_sees_only_its_own_home_even_after_iris_rewrites_its_files(
     readable += [f"{home}/api-token", sys.executable]
     writable = [f"{home}/written", "/etc/iris-probe", f"{DATA}/planted", f"{AGENTS_DIR}/planted"]
     launch = install_probe(nspawn_host, service, "probe", readable, writable)
-    uid, _ = agent_ids(nspawn_host)
+    uid, _ = agent_ids(nspawn_host, "probe")
+    assert uid != agent_ids(nspawn_host, "sibling")[0]
 
     report = probe_report(nspawn_host, launch)
     assert report["uid"] == uid
