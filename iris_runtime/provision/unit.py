@@ -125,13 +125,15 @@ def unit_variables(
         "group": group or "",
         "private_tmp": not _uses_tmp(launch),
         "credentials": credentials,
-        "sandbox_namespaces": _sandbox_level(environment) == "namespace",
+        "sandbox_namespaces": _sandbox_level(environment) == ("namespace", None),
+        "sandbox_networked": _sandbox_level(environment) == ("namespace", "net"),
     }
 
 
-def _sandbox_level(environment: dict[str, str]) -> str:
-    """The level the agent's tools run at (``namespace`` for ``namespace:net``)."""
-    return (environment.get("IRIS_SANDBOX") or "host").partition(":")[0]
+def _sandbox_level(environment: dict[str, str]) -> tuple[str, str | None]:
+    """The level the agent's tools run at and its option: ``("namespace", "net")``."""
+    level, sep, option = (environment.get("IRIS_SANDBOX") or "host").partition(":")
+    return level, (option if sep else None)
 
 
 def render_unit(

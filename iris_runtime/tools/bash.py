@@ -134,6 +134,7 @@ def _run_launched(
             stdout=out,
             stderr=subprocess.STDOUT,
             env=launch.env,
+            pass_fds=launch.pass_fds,
             start_new_session=True,  # own process group, so killpg reaches grandchildren
         )
     deadline = time.monotonic() + timeout

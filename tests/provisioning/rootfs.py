@@ -32,6 +32,8 @@ PACKAGES = (
     "iproute2",
     "procps",
     "bubblewrap",  # a systemd agent at the namespace sandbox level
+    "polkitd",  # chat-driven spawning: the unprivileged Iris starts the agent-unit helper
+    "libpam-systemd",  # polkitd's logind
 )
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 

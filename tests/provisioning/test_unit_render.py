@@ -62,6 +62,15 @@ def make_launch(home_dir: Path, **changes: object) -> AgentLaunch:
 
 HARDENING = (
     "NoNewPrivileges=yes",
+    "PrivateDevices=yes",
+    "PrivateIPC=yes",
+    "ProtectKernelTunables=yes",
+    "ProtectKernelModules=yes",
+    "ProtectControlGroups=yes",
+    "RestrictSUIDSGID=yes",
+    "RestrictRealtime=yes",
+    "LockPersonality=yes",
+    "SystemCallArchitectures=native",
     "CapabilityBoundingSet=",
     "AmbientCapabilities=",
     "ProtectSystem=strict",
@@ -116,8 +125,16 @@ def test_unit_has_literal_environment_no_env_file_no_token_and_verifies(tmp_path
     verified(unit, tmp_path)
 
 
-@pytest.mark.parametrize("level", ["namespace", "namespace:net"])
-def test_the_namespace_level_relaxes_only_what_bubblewrap_needs(tmp_path: Path, level: str) -> None:
+@pytest.mark.parametrize(
+    ("level", "namespaces", "families"),
+    [
+        ("namespace", "user pid ipc uts net mnt cgroup", "AF_UNIX AF_INET AF_INET6 AF_NETLINK"),
+        ("namespace:net", "user pid ipc uts mnt cgroup", "AF_UNIX AF_INET AF_INET6"),
+    ],
+)
+def test_the_namespace_level_relaxes_only_what_bubblewrap_needs(
+    tmp_path: Path, level: str, namespaces: str, families: str
+) -> None:
     launch = make_launch(agent_home(tmp_path))
     launch = make_launch(launch.home, environment={**launch.environment, "IRIS_SANDBOX": level})
     unit = render_unit(launch, TEMPLATE)
@@ -125,15 +142,13 @@ def test_the_namespace_level_relaxes_only_what_bubblewrap_needs(tmp_path: Path, 
     relaxed = {
         "ProcSubset=pid": None,
         "ProtectHostname=yes": None,
-        "RestrictNamespaces=yes": "RestrictNamespaces=user pid ipc uts net mnt cgroup",
-        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6": (
-            "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK"
-        ),
+        "RestrictNamespaces=yes": f"RestrictNamespaces={namespaces}",
+        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6": f"RestrictAddressFamilies={families}",
         "SystemCallFilter=@system-service": "SystemCallFilter=@system-service @mount sethostname",
     }
     for hardening in HARDENING:
         if hardening in relaxed:
-            assert hardening not in lines
+            assert hardening not in lines or hardening == relaxed[hardening]
             if relaxed[hardening] is not None:
                 assert relaxed[hardening] in lines
         else:

@@ -71,14 +71,22 @@ def import_image(docker_env: dict[str, str]) -> str:
 
 
 def start_container(
-    docker_env: dict[str, str], name: str, work: Path, *extra: str, start: bool = True
+    docker_env: dict[str, str],
+    name: str,
+    work: Path,
+    *extra: str,
+    start: bool = True,
+    no_new_privileges: bool = True,
 ) -> None:
-    """A long-lived container showing ``work`` at /workspace (what an operator would run); with
-    ``start=False`` only created (its configuration is all ``docker inspect`` shows)."""
+    """A long-lived container showing ``work`` at /workspace, as docs/sandbox.md tells an
+    operator to run it; with ``start=False`` only created (its configuration is all ``docker
+    inspect`` shows)."""
     work.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chown(work, 10000, 10000)
     verb = ["run", "-d"] if start else ["create"]
     command = ["docker", *verb, "--name", name, "--network", "none"]
+    if no_new_privileges:
+        command += ["--security-opt", "no-new-privileges"]
     command += ["-v", f"{work}:/workspace", *extra, IMAGE, "sleep", "infinity"]
     done = subprocess.run(command, capture_output=True, text=True, env=docker_env, check=False)
     if done.returncode != 0:

@@ -3,8 +3,11 @@ the test starts as an operator would, and a served Iris whose commands run in it
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -137,17 +140,34 @@ def test_background_processes_end_with_the_command(
 # (docker run flags, the reason Iris gives); "{data}" is Iris's data folder.
 REFUSED_CONTAINERS = {
     "privileged": (["--privileged"], "it runs --privileged"),
-    "pid-host": (["--pid", "host"], "it shares the host's PID namespace (--pid host)"),
+    "pid-host": (["--pid", "host"], "it shares the PID namespace of host (--pid host)"),
+    "ipc-host": (["--ipc", "host"], "it shares the IPC namespace of host (--ipc host)"),
     "sys-admin": (["--cap-add", "SYS_ADMIN"], "it adds the capabilities SYS_ADMIN"),
+    "net-admin": (["--cap-add", "NET_ADMIN"], "it adds the capabilities NET_ADMIN"),
+    "device": (["--device", "/dev/null:/dev/extra"], "it has host devices (--device)"),
+    "unconfined": (
+        ["--security-opt", "seccomp=unconfined"],
+        "it runs with seccomp=unconfined",
+    ),
+    "user-10000": (["--user", "10000"], "its own user is 10000, the commands' uid"),
     "agent-writable": (
         ["-v", "{data}/MEMORY.md:/agent/MEMORY.md"],
-        "/agent/MEMORY.md is mounted writable (mount it :ro)",
+        "/agent/MEMORY.md must be a read-only bind mount (mount it :ro)",
     ),
+    "agent-tmpfs": (["--tmpfs", "/agent/x"], "/agent/x must be a read-only bind mount"),
     "data-dir": (["-v", "{data}:/srv/iris:ro"], "/srv/iris shows Iris's data folder ({data})"),
     "host-root": (["-v", "/:/host:ro"], "/host shows Iris's data folder (/)"),
     "registry": (
         ["-v", "{data}/agents.json:/etc/agents.json:ro"],
         "/etc/agents.json shows {data}/agents.json, inside Iris's data folder",
+    ),
+    "work-subfolder": (
+        ["-v", "{data}/work/sub:/sub"],
+        "/sub shows {data}/work/sub inside the work folder (commands can swap it)",
+    ),
+    "host-folder": (
+        ["-v", "/etc:/hostetc:ro"],
+        "/hostetc shows the host's /etc: only the work folder at /workspace",
     ),
 }
 
@@ -163,6 +183,7 @@ def test_a_container_that_hands_commands_the_host_stops_serve(
     data.mkdir()
     for name in ("MEMORY.md", "agents.json"):
         (data / name).write_text("{}")
+    (data / "work" / "sub").mkdir(parents=True)
     flags, reason = REFUSED_CONTAINERS[case]
     name = f"iris-box-refused-{case}"
     extra = [flag.format(data=data) for flag in flags]
@@ -180,6 +201,150 @@ def test_a_container_that_hands_commands_the_host_stops_serve(
     assert result.returncode != 0
     assert f"container {name!r} would hand commands the host: " in result.stderr
     assert reason.format(data=data) in result.stderr
+
+
+def _serve_refusal(tmp_path: Path, dockerd: Dockerd, name: str, **env: str) -> str:
+    cli_env = clean_environment(
+        IRIS_DATA_DIR=str(tmp_path / "data"),
+        IRIS_API_PORT=str(free_port()),
+        DOCKER_HOST=dockerd.host,
+        **env,
+    )
+    try:
+        result = run_iris("serve", "--sandbox", f"docker:{name}", env=cli_env, timeout=60)
+    finally:
+        dockerd.docker("rm", "-f", name)
+    assert result.returncode != 0
+    return result.stderr
+
+
+def test_a_container_without_no_new_privileges_stops_serve(
+    tmp_path: Path, dockerd: Dockerd, sandbox_image: str
+) -> None:
+    name = "iris-box-nnp"
+    docker_env = {**os.environ, "DOCKER_HOST": dockerd.host}
+    start_container(docker_env, name, tmp_path / "data" / "work", no_new_privileges=False)
+    stderr = _serve_refusal(tmp_path, dockerd, name)
+    assert "it lacks --security-opt no-new-privileges" in stderr
+
+
+def test_a_volume_that_binds_a_host_folder_stops_serve(
+    tmp_path: Path, dockerd: Dockerd, sandbox_image: str
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    volume = "iris-box-disguised"
+    made = dockerd.docker(
+        "volume", "create", "--driver", "local", "-o", "type=none", "-o", "o=bind",
+        "-o", f"device={data}", volume,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    name = "iris-box-volume"
+    docker_env = {**os.environ, "DOCKER_HOST": dockerd.host}
+    try:
+        start_container(docker_env, name, data / "work", "-v", f"{volume}:/data", start=False)
+        stderr = _serve_refusal(tmp_path, dockerd, name)
+    finally:
+        dockerd.docker("volume", "rm", "-f", volume)
+    assert f"/data is a volume that binds the host's {data}" in stderr
+
+
+def test_an_allowed_bind_is_accepted(
+    tmp_path: Path,
+    start_iris: Callable[..., IrisServer],
+    dockerd: Dockerd,
+    sandbox_image: str,
+) -> None:
+    shared = tmp_path / "reference"
+    shared.mkdir()
+    (shared / "notes.txt").write_text("tide tables\n")
+    name = "iris-box-allowed"
+    docker_env = {**os.environ, "DOCKER_HOST": dockerd.host}
+    start_container(docker_env, name, tmp_path / "data" / "work", "-v", f"{shared}:/ref:ro")
+    try:
+        command = {"command": "cat /ref/notes.txt > seen.txt"}
+        iris = _scripted(
+            start_iris,
+            tmp_path,
+            [[{"tool": "bash", "args": command}], [{"text": "ok"}]],
+            IRIS_SANDBOX=f"docker:{name}",
+            IRIS_DOCKER_ALLOWED_BINDS=str(shared),
+            DOCKER_HOST=dockerd.host,
+        )
+        assert iris.post("/sessions/k/message", json_body={"text": "go"}).json()["text"] == "ok"
+        assert (tmp_path / "data" / "work" / "seen.txt").read_text() == "tide tables\n"
+    finally:
+        dockerd.docker("rm", "-f", name)
+
+
+def test_a_run_in_flight_survives_another_runs_end(
+    tmp_path: Path,
+    start_iris: Callable[..., IrisServer],
+    container: str,
+    dockerd: Dockerd,
+) -> None:
+    """While one command runs, another's end kills only its own leftovers (by its marker), and
+    never the command in flight; the sweep waits until both are done."""
+    script = tmp_path / "script.json"
+    rules = [
+        {"when": "long", "turns": [[{"tool": "bash", "args": {"command": "sleep 974"}}]]},
+        {
+            "when": "short",
+            "turns": [
+                [{"tool": "bash", "args": {"command": "sleep 973 & echo left"}}],
+                [{"text": "short done"}],
+            ],
+        },
+    ]
+    script.write_text(json.dumps({"rules": rules}))
+    iris = start_iris(
+        tmp_path / "data",
+        IRIS_LOAD_PLUGINS="scripted",
+        IRIS_PROVIDER="scripted",
+        IRIS_SCRIPT_FILE=str(script),
+        IRIS_SANDBOX=f"docker:{container}",
+        DOCKER_HOST=dockerd.host,
+    )
+    with ThreadPoolExecutor(1) as pool:
+        long_run = pool.submit(iris.post, "/sessions/a/message", json_body={"text": "long"})
+        deadline = time.monotonic() + 30
+        while "sleep 974" not in dockerd.docker("top", container).stdout:
+            assert time.monotonic() < deadline, "the long command never started"
+            time.sleep(0.2)
+        reply = iris.post("/sessions/b/message", json_body={"text": "short"})
+        assert reply.json()["text"] == "short done"
+        top = dockerd.docker("top", container).stdout
+        assert "sleep 973" not in top  # its own leftover, by the marker
+        assert "sleep 974" in top  # the other run, still in flight
+        iris.post("/sessions/a/stop", json_body={})
+        long_run.result(timeout=60)
+    assert "sleep 974" not in dockerd.docker("top", container).stdout
+
+
+def test_a_container_recreated_under_the_same_name_gets_no_command(
+    tmp_path: Path,
+    start_iris: Callable[..., IrisServer],
+    container: str,
+    dockerd: Dockerd,
+) -> None:
+    command = {"command": "touch /tmp/reached; echo reached"}
+    iris = _scripted(
+        start_iris,
+        tmp_path,
+        [[{"tool": "bash", "args": command}], [{"text": "ok"}]],
+        IRIS_SANDBOX=f"docker:{container}",
+        DOCKER_HOST=dockerd.host,
+    )
+    dockerd.docker("rm", "-f", container)
+    docker_env = {**os.environ, "DOCKER_HOST": dockerd.host}
+    start_container(docker_env, container, tmp_path / "data" / "work")
+    stream = SSEReader(iris, "k")
+    assert iris.post("/sessions/k/message", json_body={"text": "go"}).json()["text"] == "ok"
+    stream.wait_for(lambda events: any(e["event"] == "final" for e in events))
+    stream.close()
+    ended = [e for e in stream.events if e["event"] == "tool" and e["phase"] == "end"]
+    assert ended[0]["isError"] and "reached" not in ended[0]["result"]
+    assert dockerd.docker("exec", container, "ls", "/tmp/reached").returncode != 0
 
 
 def test_the_engine_socket_bound_in_stops_serve(
@@ -253,8 +418,6 @@ def test_read_only_identity_mounts_are_accepted_and_shown(
 def _scripted(
     start_iris: Callable[..., IrisServer], tmp_path: Path, turns: list[object], **env: str
 ) -> IrisServer:
-    import json
-
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"rules": [{"when": "", "turns": turns}]}))
     return start_iris(
@@ -267,21 +430,31 @@ def _scripted(
 
 
 def test_the_docker_client_keeps_iris_home_and_config(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, container: str, dockerd: Dockerd
 ) -> None:
     """The client reads its configuration (credential helpers run programs) from Iris's own
-    HOME, never from the command's; the command's HOME still reaches the container."""
+    HOME, never from the command's; the command's HOME still reaches the container, and no
+    value but PATH's and HOME's is on the command line."""
     monkeypatch.setenv("HOME", str(tmp_path / "iris-home"))
+    monkeypatch.setenv("DOCKER_HOST", dockerd.host)
     monkeypatch.delenv("DOCKER_CONFIG", raising=False)
-    spec = SandboxSpec("docker", "box", tmp_path / "data")
-    sandbox = DockerSandbox(spec, "/usr/bin/docker")
+    sandbox = DockerSandbox(SandboxSpec("docker", container, tmp_path / "data"), "/usr/bin/docker")
+    sandbox.check()
     token = "run-token-" + "x" * 20
-    env = {"PATH": "/bin", "HOME": "/workspace", "IRIS_API_TOKEN": token}
+    env = {"PATH": "/bin", "HOME": "/workspace", "IRIS_API_TOKEN": token, "DOCKER_AUTH": "no"}
     launch = sandbox.launch(["id"], "/workspace", env)
-    assert launch.env["HOME"] == str(tmp_path / "iris-home")
-    assert launch.env["DOCKER_CONFIG"] == str(tmp_path / "iris-home" / ".docker")
-    assert launch.env["IRIS_API_TOKEN"] == token  # forwarded by name
-    pairs = list(zip(launch.argv[::2], launch.argv[1::2], strict=False))
-    assert ("-e", "HOME=/workspace") in pairs
-    assert ("-e", "IRIS_API_TOKEN") in pairs
-    assert not any(token in arg for arg in launch.argv)
+    try:
+        assert launch.env["HOME"] == str(tmp_path / "iris-home")
+        assert launch.env["DOCKER_CONFIG"] == str(tmp_path / "iris-home" / ".docker")
+        assert launch.env["IRIS_API_TOKEN"] == token  # forwarded by name
+        assert "DOCKER_AUTH" not in launch.env  # the command's DOCKER_* are dropped
+        pairs = list(zip(launch.argv[::2], launch.argv[1::2], strict=False))
+        assert ("-e", "HOME=/workspace") in pairs
+        assert ("-e", "IRIS_API_TOKEN") in pairs
+        assert not any(token in arg or "DOCKER_AUTH" in arg for arg in launch.argv)
+        # By the id Iris checked, not the name a re-created container could take.
+        inspect = dockerd.docker("inspect", "-f", "{{.Id}}", container).stdout.strip()
+        assert inspect in launch.argv and container not in launch.argv
+    finally:
+        assert launch.cleanup is not None
+        launch.cleanup()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -17,7 +18,9 @@ from typing import Any
 import pytest
 
 from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
+from iris_runtime.tools.sandbox.base import SandboxUnavailable
 from iris_runtime.tools.sandbox.firecracker_plan import tap_plan
+from iris_runtime.tools.sandbox.firecracker_taps import TapAllocator
 from tests.sandbox.fake_firecracker import install
 from tests.sandbox.support import assert_boundary, require_tools, served_turn
 from tests.web.conftest import SSEReader
@@ -179,6 +182,40 @@ def test_two_irises_never_share_a_tap_device(
     for stream in streams:  # both commands really ran, each in its VM
         ended = [e for e in stream.events if e["event"] == "tool" and e["phase"] == "end"]
         assert not ended[0]["isError"] and "ran" in ended[0]["result"], ended
+
+
+def test_leases_are_host_wide_and_crashes_free_them(tmp_path: Path) -> None:
+    """Two allocators (two processes' worth) on one lock folder never lease the same /30; a
+    device Iris left with its lease free is reclaimed; a device that is not Iris's is not."""
+    _require_tap()
+    locks = tmp_path / "locks"
+    subnet = "172.31.0.0/28"  # four /30s: ifc0 to ifc3
+    first, second = TapAllocator(subnet, locks), TapAllocator(subnet, locks)
+    held = [first.lease(), second.lease(), first.lease()]
+    assert [lease.tap.device for lease in held] == ["ifc0", "ifc1", "ifc2"]
+    foreign = "ifc3"  # a device of the same name pattern, not made by Iris (no lock file)
+    subprocess.run(["ip", "tuntap", "add", "dev", foreign, "mode", "tap"], check=True)
+    try:
+        with pytest.raises(SandboxUnavailable, match=re.escape(f"no free /30 left in {subnet}")):
+            second.lease()  # ifc0-2 are held, ifc3 is someone else's
+        # A crash: ifc2's lease dropped with its holders while the device stayed.
+        held[2].release()
+        subprocess.run(["ip", "tuntap", "add", "dev", "ifc2", "mode", "tap"], check=True)
+        again = TapAllocator(subnet, locks).lease()
+        assert again.tap.device == "ifc2"  # reclaimed: deleted, leased again
+        assert not Path("/sys/class/net/ifc2").exists()
+        assert Path(f"/sys/class/net/{foreign}").exists()  # never touched
+    finally:
+        for device in (foreign, "ifc2"):
+            subprocess.run(["ip", "link", "del", device], check=False, capture_output=True)
+
+
+def test_a_lease_folder_others_can_write_is_refused(tmp_path: Path) -> None:
+    locks = tmp_path / "open-locks"
+    locks.mkdir(mode=0o777)
+    locks.chmod(0o777)
+    with pytest.raises(SandboxUnavailable, match="must be a folder of Iris's user with mode 0700"):
+        TapAllocator("172.31.0.0/28", locks).lease()
 
 
 def test_a_missing_kernel_stops_serve(tmp_path: Path) -> None:

@@ -42,6 +42,8 @@ class Launch:
     env: dict[str, str]
     kill: Callable[[], None] | None = None  # also reaches what the process group does not
     cleanup: Callable[[], None] | None = None  # after the command ended, whatever the reason
+    # Descriptors the process inherits (a lease it must hold for as long as it lives).
+    pass_fds: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

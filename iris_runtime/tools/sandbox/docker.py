@@ -10,21 +10,21 @@ the docker client's environment, never on its command line. The client itself ru
 own ``HOME`` and Docker settings. A container whose configuration hands commands the host
 (``docker_container``) is refused.
 
-Killing ``docker exec`` does not kill what it started in the container, so every run carries a
-marker variable: a kill (timeout, Stop) finds its processes by it, inside the container, and so
-does the end of every run, for what it left in the background. Once no command of this Iris
-runs, every process of the commands' uid in the container is killed, so a command that dropped
-the marker does not outlive the quiet either. The container is this Iris's alone.
+Commands go to the container by the id Iris checked, so a container re-created under the same
+name gets none. Killing ``docker exec`` does not kill what it started in the container, so every
+run carries a marker variable: a kill (timeout, Stop) finds its processes by it, inside the
+container, and so does the end of every run, for what it left in the background. Once no
+command of this Iris runs (``docker_runs``), every process of the commands' uid in the container
+is killed, so a command that dropped the marker does not outlive the quiet either.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
+import logging
 import os
 import shutil
 import subprocess
-import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,8 +39,16 @@ from iris_runtime.tools.sandbox.base import (
     SandboxUnavailable,
     WorkspaceView,
 )
-from iris_runtime.tools.sandbox.docker_container import engine_sockets, refusals, view_of
+from iris_runtime.tools.sandbox.docker_container import (
+    allowed_binds,
+    engine_sockets,
+    refusals,
+    view_of,
+)
+from iris_runtime.tools.sandbox.docker_runs import RunGate
 from iris_runtime.tools.sandbox.view import ensure_work_folder, prompt_section, work_folder
+
+log = logging.getLogger(__name__)
 
 RUN_MARKER = "IRIS_RUN_ID"
 # Variables the docker client reads itself: the command's values go on the command line (they are
@@ -69,12 +77,14 @@ class DockerSandbox:
         self.container = spec.option
         self._docker = docker
         self._data_dir = spec.data_dir
+        self._extra_binds = allowed_binds(spec.env)
         self._client_env = client_environment(os.environ)
         self._work = work_folder(spec.data_dir)
         self.view = WorkspaceView(Mount(self._work, INSIDE_WORKSPACE, writable=True))
-        # Runs in flight; the last one to end sweeps the container (see _finished).
-        self._running = 0
-        self._runs_lock = threading.Lock()
+        # Set by check(): commands go to the container Iris checked, by its id, so one
+        # re-created under the same name gets none of them.
+        self._id: str | None = None
+        self._gate: RunGate | None = None
 
     def prompt_section(self) -> str:
         return prompt_section(self.level, self.view)
@@ -83,8 +93,9 @@ class DockerSandbox:
         ensure_work_folder(self.view, SANDBOX_UID)
         if self._docker is None:
             raise SandboxUnavailable("the docker level needs the docker client on PATH")
-        info = self._inspect()
-        found = refusals(info, self._data_dir, engine_sockets(self._client_env))
+        info = self._inspect("container", self.container)
+        sockets = engine_sockets(self._client_env)
+        found = refusals(info, self._data_dir, self._extra_binds, self._volume, sockets)
         if found:
             raise SandboxUnavailable(
                 f"container {self.container!r} would hand commands the host: {'; '.join(found)}"
@@ -95,62 +106,80 @@ class DockerSandbox:
             self.view = view_of(info, self.container, self._work)
         except ValueError as exc:
             raise SandboxUnavailable(str(exc)) from None
+        self._id = str(info.get("Id") or self.container)
+        self._gate = RunGate(self._data_dir, self._id)
 
     def launch(self, argv: list[str], cwd: str, env: Mapping[str, str]) -> Launch:
-        assert self._docker is not None
+        assert self._docker is not None and self._id is not None and self._gate is not None
         run_id = uuid.uuid4().hex
         command = [self._docker, "exec", "--user", f"{SANDBOX_UID}:{SANDBOX_UID}", "-w", cwd]
-        forwarded: dict[str, str] = {RUN_MARKER: run_id}
+        forwarded: dict[str, str] = {}
         for name, value in {**env, RUN_MARKER: run_id}.items():
-            if name in CLIENT_OWN or name.startswith("DOCKER_"):
+            if name.startswith("DOCKER_"):
+                continue  # the client's own settings are Iris's, never the command's
+            if name in CLIENT_OWN:
                 command += ["-e", f"{name}={value}"]  # the client reads its own (never secret)
             else:
                 command += ["-e", name]  # the value comes from the client's environment
                 forwarded[name] = value
-        with self._runs_lock:
-            self._running += 1
+        entered = self._gate.enter()
+        gate = self._gate
         return Launch(
-            [*command, self.container, *argv],
+            [*command, self._id, *argv],
             self._work,
             {**forwarded, **self._client_env},
             kill=lambda: self._kill(f"{RUN_MARKER}={run_id}"),
-            cleanup=lambda: self._finished(run_id),
+            cleanup=lambda: self._finished(run_id, gate, entered),
         )
 
-    def _finished(self, run_id: str) -> None:
+    def _finished(self, run_id: str, gate: RunGate, entered: int) -> None:
         """What a command left running in the background goes with it: its marked processes,
         and, once no command of this Iris runs, every process of the commands' uid (a command
         can drop the marker by exec-ing with a fresh environment)."""
-        self._kill(f"{RUN_MARKER}={run_id}")
-        with self._runs_lock:
-            self._running -= 1
-            if self._running == 0:
-                self._kill_all()
+        try:
+            self._kill(f"{RUN_MARKER}={run_id}")
+        finally:
+            gate.leave(entered, self._kill_all)
 
-    def _inspect(self) -> dict[str, Any]:
+    def _inspect(self, kind: str, name: str) -> dict[str, Any]:
         assert self._docker is not None
         try:
-            done = self._client("inspect", "--type", "container", self.container)
+            done = self._client("inspect", "--type", kind, name)
         except (OSError, subprocess.SubprocessError) as exc:
-            raise SandboxUnavailable(f"docker inspect {self.container}: {exc}") from None
+            raise SandboxUnavailable(f"docker inspect {name}: {exc}") from None
         if done.returncode != 0:
             reason = done.stderr.strip() or f"exit {done.returncode}"
-            raise SandboxUnavailable(f"container {self.container!r}: {reason}")
+            raise SandboxUnavailable(f"{kind} {name!r}: {reason}")
         found = json.loads(done.stdout)
         return found[0] if isinstance(found, list) and found else {}
 
+    def _volume(self, name: str) -> dict[str, Any]:
+        return self._inspect("volume", name)
+
     def _kill(self, marker: str) -> None:
         # The commands' own uid: root here lacks CAP_SYS_PTRACE for another uid's environ.
-        self._exec_quietly("sh", "-c", _KILL_SCRIPT, marker)
+        self._exec_quietly("the kill of a run's processes", "sh", "-c", _KILL_SCRIPT, marker)
 
     def _kill_all(self) -> None:
         # kill -1 as uid 10000 reaches exactly the processes of that uid, never the container's
-        # own (root's) or the caller itself.
-        self._exec_quietly("sh", "-c", "kill -9 -1 2>/dev/null; true")
+        # own (another uid: check() refuses a container whose user is 10000) or the caller.
+        self._exec_quietly("the sweep of uid 10000", "sh", "-c", "kill -9 -1 2>/dev/null; true")
 
-    def _exec_quietly(self, *argv: str) -> None:
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            self._client("exec", "--user", f"{SANDBOX_UID}:{SANDBOX_UID}", self.container, *argv)
+    def _exec_quietly(self, what: str, *argv: str) -> None:
+        assert self._id is not None
+        try:
+            done = self._client("exec", "--user", f"{SANDBOX_UID}:{SANDBOX_UID}", self._id, *argv)
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("docker:%s: %s failed: %s", self.container, what, exc)
+            return
+        if done.returncode != 0:
+            log.warning(
+                "docker:%s: %s failed (exit %s): %s",
+                self.container,
+                what,
+                done.returncode,
+                done.stderr.strip()[-300:],
+            )
 
     def _client(self, *args: str) -> subprocess.CompletedProcess[str]:
         assert self._docker is not None
@@ -164,11 +193,17 @@ class DockerSandbox:
         )
 
 
+# Beyond PATH, HOME and DOCKER_*, what the docker client itself may need to reach the engine
+# (ssh:// endpoints, proxies).
+_CLIENT_PASSTHROUGH = ("SSH_AUTH_SOCK", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+
+
 def client_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The docker client's own environment: Iris's PATH, HOME and Docker settings, so it reads
     Iris's client configuration (credential helpers run programs) and never one under the
     command's HOME."""
     env = {k: v for k, v in environ.items() if k.startswith("DOCKER_")}
+    env |= {k: environ[k] for k in _CLIENT_PASSTHROUGH if k in environ}
     env["PATH"] = environ.get("PATH", "/usr/bin:/bin")
     home = environ.get("HOME") or str(Path.home())
     env["HOME"] = home

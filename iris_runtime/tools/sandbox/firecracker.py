@@ -145,15 +145,19 @@ class FirecrackerSandbox:
         helper = [sys.executable, "-m", "iris_runtime.tools.sandbox.firecracker_run"]
 
         def cleanup() -> None:  # also when the helper was killed before its own cleanup
-            tear_down(plan)
-            plan_file.unlink(missing_ok=True)
-            _release(lease)  # only once the device is gone
+            try:
+                tear_down(plan)
+                plan_file.unlink(missing_ok=True)
+            finally:
+                _release(lease)  # the helper, if it still lives, holds the lease on
 
         return Launch(
             [*helper, str(plan_file)],
             self.view.root.host,
             {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
             cleanup=cleanup,
+            # The helper holds the lease too, for as long as its VM and device live.
+            pass_fds=(lease.fd,) if lease and lease.fd is not None else (),
         )
 
 

@@ -86,6 +86,10 @@ class NamespaceSandbox:
             "--unshare-cgroup-try",
             "--die-with-parent",
             "--new-session",  # no TIOCSTI into Iris's terminal
+            # No user namespaces of the command's own: the kernel's user-namespace code stays
+            # out of its reach (and a systemd agent's unit allows them for bwrap alone).
+            "--disable-userns",
+            "--assert-userns-disabled",
             "--uid",
             str(SANDBOX_UID),
             "--gid",

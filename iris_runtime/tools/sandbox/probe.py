@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from iris_runtime.tools.sandbox.base import SANDBOX_PATH, Sandbox, SandboxUnavailable
+from iris_runtime.tools.sandbox.base import SANDBOX_PATH, Launch, Sandbox, SandboxUnavailable
 
 PROBE_SECONDS = 60.0
 # $1 is the host's data folder. POSIX sh, /proc and a few coreutils: every level has those.
@@ -93,19 +93,20 @@ def run_probe(sandbox: Sandbox, data_dir: Path) -> ProbeReport:
     argv = ["sh", "-c", PROBE_SCRIPT, "iris-probe", str(data_dir)]
     launch = sandbox.launch(argv, sandbox.view.root.inside, env)
     try:
-        output = _output_of(launch.argv, launch.cwd, launch.env, launch.kill)
+        output = _output_of(launch)
     finally:
         if launch.cleanup is not None:
             launch.cleanup()
     return parse(sandbox.level, output)
 
 
-def _output_of(argv: list[str], cwd: Path, env: dict[str, str], kill: Any) -> str:
+def _output_of(launch: Launch) -> str:
     try:
         proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
+            launch.argv,
+            cwd=launch.cwd,
+            env=launch.env,
+            pass_fds=launch.pass_fds,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -119,8 +120,8 @@ def _output_of(argv: list[str], cwd: Path, env: dict[str, str], kill: Any) -> st
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        if kill is not None:
-            kill()
+        if launch.kill is not None:
+            launch.kill()
         _, err = proc.communicate()
         raise SandboxUnavailable(
             f"the probe did not finish within {PROBE_SECONDS:g}s: {err.strip()[-500:]}"
