@@ -35,6 +35,8 @@ secrets: [DIGEST_KEY]
 ---
 Use `get-secret DIGEST_KEY`.
 """
+# Appended to the probe's report: whether the command may make a user namespace of its own.
+USERNS_CHECK = "\nif unshare -U true 2>/dev/null; then echo userns=yes; else echo userns=no; fi\n"
 RULES = [
     {
         "when": "read your secret",
@@ -55,7 +57,7 @@ RULES = [
     {
         "when": "show your box",
         "turns": [
-            [{"tool": "bash", "args": {"command": f"DATA={DATA}\n{PROBE_COMMAND}"}}],
+            [{"tool": "bash", "args": {"command": f"DATA={DATA}\n{PROBE_COMMAND}{USERNS_CHECK}"}}],
             [{"text": "boxed"}],
         ],
     },
@@ -237,6 +239,7 @@ def test_a_systemd_agent_runs_its_commands_in_bubblewrap(
     assert report["read_token"] == "refused"  # Iris's data dir is not even there
     assert report["data_visible"] == "no"
     assert report["read_shadow"] == "refused"
+    assert report["userns"] == "no"  # the unit allows namespaces for bwrap, not the command
     assert iris.cli("agents", "remove", "boxed").returncode == 0
 
 

@@ -142,6 +142,7 @@ def test_the_namespace_level_relaxes_only_what_bubblewrap_needs(
     relaxed = {
         "ProcSubset=pid": None,
         "ProtectHostname=yes": None,
+        "ProtectKernelTunables=yes": None,
         "RestrictNamespaces=yes": f"RestrictNamespaces={namespaces}",
         "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6": f"RestrictAddressFamilies={families}",
         "SystemCallFilter=@system-service": "SystemCallFilter=@system-service @mount sethostname",
