@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import secrets
 import subprocess
@@ -338,13 +339,9 @@ class Spawner:
             self.progress(f"unregistered {name}")
         if not (registered or removed_any or left or home.exists() or record is not None):
             raise NotFound(f"no agent named {name!r}: not registered, no home, nothing running")
-        if not left:
+        if not left:  # what may still run keeps its record and its home where they are
             delete_record(self.config.agents_dir, name)
-        if purge:
-            delete_home(home)
-            self.progress(f"deleted {home}")
-        elif (kept := archive_home(home)) is not None:
-            self.progress(f"kept its home (memory, logs) at {kept}")
+            self._put_home_away(home, purge=purge)
         if removed_any and (record is None or record.manager == "docker"):
             self._commit_agents_tf(f"agents: remove {name} (docker)")
         if left:
@@ -352,6 +349,13 @@ class Spawner:
                 f"{name} is unregistered, but stopping it failed: {'; '.join(left)}. "
                 f"Run `iris agents remove {name}` again once that is fixed."
             )
+
+    def _put_home_away(self, home: Path, *, purge: bool) -> None:
+        if purge:
+            delete_home(home)
+            self.progress(f"deleted {home}")
+        elif (kept := archive_home(home)) is not None:
+            self.progress(f"kept its home (memory, logs) at {kept}")
 
     def _stop_everywhere(self, name: str, record: AgentRecord | None) -> tuple[bool, list[str]]:
         removed_any, problems = False, []
@@ -415,7 +419,16 @@ class Spawner:
             return False
         from iris_runtime.secrets.vault_identity import AgentVaultIdentity
 
-        return AgentVaultIdentity(self.settings).revoke(name)
+        identity = AgentVaultIdentity(self.settings)
+        settings = self.settings
+        credentials = settings.vault_token or (settings.vault_role_id and settings.vault_secret_id)
+        if not credentials and not identity.has_token(name):
+            # A command of Iris's own tools (the spawn-agent skill) runs without Iris's Vault
+            # credentials; with no token of the agent's to revoke, only the cleanup of a policy
+            # that was never written is left out.
+            self.progress(f"{name} has no Vault token of its own: nothing to revoke")
+            return False
+        return identity.revoke(name)
 
     # -- pieces ---------------------------------------------------------------------------
 
@@ -466,6 +479,10 @@ class Spawner:
         return wanted
 
     def service(self, manager: str) -> AgentService:
+        if manager == "systemd" and self._through_helper():
+            from iris_runtime.provision.unit_requests import HelperSystemd
+
+            return HelperSystemd(self.config.unit_dir)
         if manager == "systemd":
             from iris_runtime.provision.systemd import SystemdService
 
@@ -603,6 +620,13 @@ class Spawner:
     def _unregister(self, name: str) -> None:
         self.registry.unregister(name)
         self.progress(f"rolled back: unregistered {name}")
+
+    def _through_helper(self) -> bool:
+        """An unprivileged Iris on a host with the root-owned agent-unit helper (the
+        iris_runtime role installs it): units are written by the helper."""
+        from iris_runtime.provision.unit_requests import HELPER_VARIABLE
+
+        return os.geteuid() != 0 and self.settings.env.get(HELPER_VARIABLE) == "1"
 
     @staticmethod
     def _systemd_booted() -> bool:

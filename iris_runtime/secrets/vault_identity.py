@@ -158,6 +158,10 @@ class AgentVaultIdentity:
             self._write(records)
         return issued
 
+    def has_token(self, agent: str) -> bool:
+        """Whether a token of the agent's own is recorded (read locally, without Vault)."""
+        return _check_agent(agent) in self._load()
+
     def revoke(self, agent: str) -> bool:
         """Revoke the agent's token and delete its policy; False when it had no token.
 

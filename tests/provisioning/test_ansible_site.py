@@ -72,6 +72,39 @@ RULES = [
             [{"text": "done reading"}],
         ],
     },
+    # Iris's own model, told to spawn or remove an agent, does what the spawn-agent skill says.
+    {
+        "when": "spawn chatty",
+        "turns": [
+            [
+                {
+                    "tool": "bash",
+                    "args": {
+                        "command": 'cd "${IRIS_REPO_DIR:-/iris/repo}" && iris agents spawn chatty '
+                        "--json > $OLDPWD/spawn.json 2> $OLDPWD/spawn.err; "
+                        "echo $? > $OLDPWD/spawn.rc",
+                        "timeout": 240,
+                    },
+                }
+            ],
+            [{"text": "spawned chatty"}],
+        ],
+    },
+    {
+        "when": "remove chatty",
+        "turns": [
+            [
+                {
+                    "tool": "bash",
+                    "args": {
+                        "command": "iris agents remove chatty > remove.out 2>&1; "
+                        "echo $? > remove.rc"
+                    },
+                }
+            ],
+            [{"text": "removed chatty"}],
+        ],
+    },
     {
         "when": "where are you",
         "turns": [
@@ -315,6 +348,78 @@ def test_an_agent_declared_at_the_namespace_level_runs_its_commands_there(site: 
     work = site.path(site.registry()[BOXED].get("home") or f"/iris/agents/{BOXED}") / "work"
     assert (work / "uid.txt").read_text().strip() == "10000"
     assert (work / "host.txt").read_text().strip() == "sandbox"
+
+
+def ask_iris(site: Site, session: str, text: str) -> str:
+    reply = requests.post(
+        f"{site.iris_url}/sessions/{session}/message",
+        json={"text": text},
+        headers={"Authorization": f"Bearer {site.api_token()}"},
+        timeout=300,
+    )
+    assert reply.status_code == 200, reply.text
+    answer: str = reply.json()["text"]
+    return answer
+
+
+def as_iris(site: Site, *argv: str) -> Any:
+    """``argv`` as iris.service's user, the way its bash tool runs it."""
+    return site.server.host.run("setpriv", "--reuid=iris", "--regid=iris", "--init-groups", *argv)
+
+
+def test_an_agent_spawned_from_chat_becomes_a_systemd_unit_and_goes_again(site: Site) -> None:
+    """iris.service is unprivileged: the spawn-agent skill's `iris agents spawn` reaches the
+    root-owned agent-unit helper through polkit, and the agent runs as its own hardened unit."""
+    assert_ok(site.first, site)
+    assert ask_iris(site, "chat-spawn", "spawn chatty") == "spawned chatty"
+    data = site.path(DATA)
+    rc = (data / "spawn.rc").read_text().strip()
+    assert rc == "0", (data / "spawn.err").read_text()
+    assert "asking the agent-unit helper" in (data / "spawn.err").read_text()
+    agent = json.loads((data / "spawn.json").read_text())
+    assert agent["manager"] == "systemd"
+    assert site.unit_state("iris-agent-chatty.service") == "active"
+    pid = site.run("systemctl", "show", "-p", "MainPID", "--value", "iris-agent-chatty.service")
+    assert site.run("ps", "-o", "user=", "-p", pid.strip()).strip() == "iris-agent-chatty"
+    assert ask_iris(site, "chat-box", "@chatty where are you") == "in my box"
+    journal = site.run("journalctl", "-u", "iris-agent-install@chatty.service", "--no-pager")
+    assert "iris-agent-unit install chatty: done" in journal  # audited, out of Iris's reach
+
+    assert ask_iris(site, "chat-spawn", "remove chatty") == "removed chatty"
+    assert (data / "remove.rc").read_text().strip() == "0", (data / "remove.out").read_text()
+    assert not site.path("/etc/systemd/system/iris-agent-chatty.service").exists()
+    assert "chatty" not in site.registry()
+    assert any(p.name.startswith("chatty-") for p in site.path("/iris/agents/.removed").iterdir())
+
+
+def test_the_privilege_path_grants_nothing_else(site: Site) -> None:
+    assert_ok(site.first, site)
+    # Other units, and other verbs on the agents' units, are refused by polkit.
+    for argv in (
+        ("systemctl", "stop", "openbao.service"),
+        ("systemctl", "restart", "iris.service"),
+        ("systemctl", "mask", f"iris-agent-{AGENT}.service"),
+    ):
+        done = as_iris(site, *argv)
+        assert done.returncode != 0, argv
+    assert site.unit_state("openbao.service") == "active"
+    # A record and a home Iris's user controls cannot point root anywhere: a home that is a
+    # link to /etc is refused, and nothing is written or handed over.
+    agents = site.path("/iris/agents")
+    record = json.loads((agents / ".records" / f"{AGENT}.json").read_text())
+    record["name"] = "evil"
+    as_iris(site, "ln", "-s", "/etc", "/iris/agents/evil")
+    as_iris(site, "sh", "-c", f"echo '{json.dumps(record)}' > /iris/agents/.records/evil.json")
+    try:
+        done = as_iris(site, "systemctl", "start", "iris-agent-install@evil.service")
+        assert done.returncode != 0
+        outcome = json.loads(site.path("/run/iris-agent-units/install-evil.json").read_text())
+        assert outcome["ok"] is False
+        assert "is not a folder of the agents dir" in outcome["message"]
+        assert not site.path("/etc/systemd/system/iris-agent-evil.service").exists()
+        assert site.run("stat", "-c", "%U", "/etc").strip() == "root"
+    finally:
+        site.run("rm", "-f", "/iris/agents/evil", "/iris/agents/.records/evil.json")
 
 
 def test_agent_reads_its_secret_through_the_broker_and_is_denied_another(site: Site) -> None:

@@ -1,0 +1,110 @@
+"""The agent-unit helper's checks of what Iris's user controls: its env file never decides what
+root writes, and a record or home that is not what a spawn makes is refused. (The whole path,
+polkit and systemd included, is tested in tests/provisioning/test_ansible_site.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from iris_runtime.agents.home import AgentRecord, record_path
+from iris_runtime.agents.unit_helper import UnitHelper, helper_settings
+from iris_runtime.errors import ProvisionError
+
+RECORD = AgentRecord(
+    name="chatty",
+    mode="service",
+    manager="systemd",
+    bridge_port=4010,
+    api_port=4110,
+    skills=(),
+    provider="offline",
+    model="offline",
+    created="2026-12-04T00:00:00Z",
+)
+
+
+def _helper(tmp_path: Path, record: AgentRecord = RECORD) -> UnitHelper:
+    data = tmp_path / "data"
+    agents = data / "agents"
+    (agents / record.name).mkdir(parents=True)
+    record.write(agents)
+    env_file = tmp_path / "iris.env"
+    env_file.write_text(
+        "IRIS_SYSTEMD_UNIT_DIR=/tmp/not-root-s\nIRIS_AGENT_TLS_KEY=/etc/shadow\n"
+        "IRIS_REPO_DIR=/tmp/evil-template\nIRIS_SCRIPT_FILE=/srv/script.json\n"
+    )
+    environ = {
+        "IRIS_DATA_DIR": str(data),
+        "IRIS_AGENTS_DIR": str(agents),
+        "IRIS_REPO_DIR": str(Path(__file__).resolve().parents[2]),
+        "IRIS_SYSTEMD_UNIT_DIR": str(tmp_path / "units"),
+        "IRIS_AGENT_PORTS": "4000-4049",
+        "IRIS_ENV_FILE": str(env_file),
+    }
+    return UnitHelper(helper_settings(environ))
+
+
+def test_the_env_file_never_sets_what_root_writes(tmp_path: Path) -> None:
+    helper = _helper(tmp_path)
+    config = helper.spawner.config
+    assert config.unit_dir == tmp_path / "units"
+    assert config.repo_dir == Path(__file__).resolve().parents[2]
+    assert config.agent_tls is None  # IRIS_AGENT_TLS_KEY from Iris's file is ignored
+    # What only reaches the agent's own environment is still taken from it.
+    assert helper.spawner.settings.env["IRIS_SCRIPT_FILE"] == "/srv/script.json"
+
+
+def test_a_record_as_a_spawn_writes_it_is_accepted(tmp_path: Path) -> None:
+    helper = _helper(tmp_path)
+    assert helper._record("chatty") == RECORD
+    assert helper._home("chatty") == helper.agents_dir / "chatty"
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"bridge_port": 22, "api_port": 122}, "ports outside IRIS_AGENT_PORTS"),
+        ({"api_port": 4999}, "ports outside IRIS_AGENT_PORTS"),
+        ({"manager": "process"}, "is not a systemd agent's"),
+        ({"sandbox": "gvisor"}, "--sandbox gvisor: runsc must run as root"),
+    ],
+)
+def test_a_record_a_spawn_would_refuse_is_refused(
+    tmp_path: Path, change: dict[str, object], reason: str
+) -> None:
+    helper = _helper(tmp_path, replace(RECORD, **change))  # type: ignore[arg-type]
+    with pytest.raises(ProvisionError, match=reason):
+        helper._record("chatty")
+
+
+def test_a_record_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    helper = _helper(tmp_path)
+    path = record_path(helper.agents_dir, "chatty")
+    secret = tmp_path / "root-only.json"
+    secret.write_text(json.dumps({"root_token": "s.123"}))
+    path.unlink()
+    path.symlink_to(secret)
+    with pytest.raises(ProvisionError, match="no record of chatty"):
+        helper._record("chatty")
+
+
+def test_a_home_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    helper = _helper(tmp_path)
+    home = helper.agents_dir / "chatty"
+    home.rmdir()
+    home.symlink_to("/etc")
+    with pytest.raises(ProvisionError, match="is not a folder of the agents dir"):
+        helper._home("chatty")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand a file to another user")
+def test_a_record_of_another_owner_is_refused(tmp_path: Path) -> None:
+    helper = _helper(tmp_path)
+    os.chown(record_path(helper.agents_dir, "chatty"), 12345, 12345)
+    with pytest.raises(ProvisionError, match="is not a record Iris wrote"):
+        helper._record("chatty")
