@@ -257,6 +257,18 @@ def site(
     yield Site(server, first, ports, values, init_file)
 
 
+def ask_iris(site: Site, session: str, text: str) -> str:
+    reply = requests.post(
+        f"{site.iris_url}/sessions/{session}/message",
+        json={"text": text},
+        headers={"Authorization": f"Bearer {site.api_token()}"},
+        timeout=300,
+    )
+    assert reply.status_code == 200, reply.text
+    answer: str = reply.json()["text"]
+    return answer
+
+
 def assert_ok(run: AnsibleRun, site: Site) -> None:
     recap = run.recap.get(site.name)
     assert run.returncode == 0 and recap is not None and recap.failed == 0, run.describe()
@@ -320,14 +332,7 @@ def test_declared_agent_runs_is_registered_and_answers(site: Site) -> None:
     assert "TELEGRAM_BOT_TOKEN=" in text
     for value in (*site.values.values(), site.api_token()):
         assert value not in text
-    reply = requests.post(
-        f"{site.iris_url}/sessions/site-test/message",
-        json={"text": f"@{AGENT} read your secrets"},
-        headers={"Authorization": f"Bearer {site.api_token()}"},
-        timeout=120,
-    )
-    assert reply.status_code == 200, reply.text
-    assert reply.json()["text"] == "done reading"
+    assert ask_iris(site, "site-test", f"@{AGENT} read your secrets") == "done reading"
 
 
 def test_an_agent_declared_at_the_namespace_level_runs_its_commands_there(site: Site) -> None:
@@ -337,29 +342,10 @@ def test_an_agent_declared_at_the_namespace_level_runs_its_commands_there(site: 
     text = site.path(f"/etc/systemd/system/{unit}").read_text()
     assert 'Environment="IRIS_SANDBOX=namespace"' in text
     assert "RestrictNamespaces=user pid ipc uts net mnt cgroup" in text
-    reply = requests.post(
-        f"{site.iris_url}/sessions/site-box/message",
-        json={"text": f"@{BOXED} where are you"},
-        headers={"Authorization": f"Bearer {site.api_token()}"},
-        timeout=120,
-    )
-    assert reply.status_code == 200, reply.text
-    assert reply.json()["text"] == "in my box"
+    assert ask_iris(site, "site-box", f"@{BOXED} where are you") == "in my box"
     work = site.path(site.registry()[BOXED].get("home") or f"/iris/agents/{BOXED}") / "work"
     assert (work / "uid.txt").read_text().strip() == "10000"
     assert (work / "host.txt").read_text().strip() == "sandbox"
-
-
-def ask_iris(site: Site, session: str, text: str) -> str:
-    reply = requests.post(
-        f"{site.iris_url}/sessions/{session}/message",
-        json={"text": text},
-        headers={"Authorization": f"Bearer {site.api_token()}"},
-        timeout=300,
-    )
-    assert reply.status_code == 200, reply.text
-    answer: str = reply.json()["text"]
-    return answer
 
 
 def as_iris(site: Site, *argv: str) -> Any:

@@ -99,12 +99,12 @@ def test_timeout_kills_what_the_command_started_in_the_container(
     dockerd: Dockerd,
 ) -> None:
     command = {"command": "sleep 987 & sleep 986", "timeout": 1}
-    iris = _scripted(
+    iris = _one_command(
         start_iris,
         tmp_path,
-        [[{"tool": "bash", "args": command}], [{"text": "ok"}]],
-        IRIS_SANDBOX=f"docker:{container}",
-        DOCKER_HOST=dockerd.host,
+        dockerd,
+        container,
+        command,
     )
     assert iris.post("/sessions/k/message", json_body={"text": "go"}).json()["text"] == "ok"
     top = dockerd.docker("top", container)  # the host's ps, for the container's processes
@@ -122,12 +122,12 @@ def test_background_processes_end_with_the_command(
     # One keeps the run's marker; the other drops it (a fresh environment) and is caught by the
     # sweep once no command runs.
     command = {"command": "sleep 977 & env -i /bin/sleep 976 & echo started"}
-    iris = _scripted(
+    iris = _one_command(
         start_iris,
         tmp_path,
-        [[{"tool": "bash", "args": command}], [{"text": "ok"}]],
-        IRIS_SANDBOX=f"docker:{container}",
-        DOCKER_HOST=dockerd.host,
+        dockerd,
+        container,
+        command,
     )
     assert iris.post("/sessions/k/message", json_body={"text": "go"}).json()["text"] == "ok"
     top = dockerd.docker("top", container)
@@ -263,13 +263,13 @@ def test_an_allowed_bind_is_accepted(
     start_container(docker_env, name, tmp_path / "data" / "work", "-v", f"{shared}:/ref:ro")
     try:
         command = {"command": "cat /ref/notes.txt > seen.txt"}
-        iris = _scripted(
+        iris = _one_command(
             start_iris,
             tmp_path,
-            [[{"tool": "bash", "args": command}], [{"text": "ok"}]],
-            IRIS_SANDBOX=f"docker:{name}",
+            dockerd,
+            name,
+            command,
             IRIS_DOCKER_ALLOWED_BINDS=str(shared),
-            DOCKER_HOST=dockerd.host,
         )
         assert iris.post("/sessions/k/message", json_body={"text": "go"}).json()["text"] == "ok"
         assert (tmp_path / "data" / "work" / "seen.txt").read_text() == "tide tables\n"
@@ -328,12 +328,12 @@ def test_a_container_recreated_under_the_same_name_gets_no_command(
     dockerd: Dockerd,
 ) -> None:
     command = {"command": "touch /tmp/reached; echo reached"}
-    iris = _scripted(
+    iris = _one_command(
         start_iris,
         tmp_path,
-        [[{"tool": "bash", "args": command}], [{"text": "ok"}]],
-        IRIS_SANDBOX=f"docker:{container}",
-        DOCKER_HOST=dockerd.host,
+        dockerd,
+        container,
+        command,
     )
     dockerd.docker("rm", "-f", container)
     docker_env = {**os.environ, "DOCKER_HOST": dockerd.host}
@@ -413,6 +413,20 @@ def test_read_only_identity_mounts_are_accepted_and_shown(
         assert "remember the tides" in ended[0]["result"]
     finally:
         dockerd.docker("rm", "-f", name)
+
+
+def _one_command(
+    start_iris: Callable[..., IrisServer],
+    tmp_path: Path,
+    dockerd: Dockerd,
+    container: str,
+    args: dict[str, object],
+    **env: str,
+) -> IrisServer:
+    """Iris at ``docker:<container>`` whose model runs one bash command, then says "ok"."""
+    turns = [[{"tool": "bash", "args": args}], [{"text": "ok"}]]
+    level = {"IRIS_SANDBOX": f"docker:{container}", "DOCKER_HOST": dockerd.host}
+    return _scripted(start_iris, tmp_path, turns, **level, **env)
 
 
 def _scripted(
