@@ -5,8 +5,9 @@ The bash tool is called directly (the same ToolContext a run gives it), so the f
 level's own cost: bubblewrap's namespaces, gVisor's sandbox start, ``docker exec``. Levels take
 turns command by command so drift on a shared machine weighs on all of them alike. A level that
 cannot run here (no bwrap, no runsc, not root) is reported on stderr and left out; ``docker`` is
-measured when ``--docker-container NAME`` names a running container showing the work folder at
-/workspace; Firecracker cannot boot on this kind of machine (a nested microVM).
+measured when ``--docker-container NAME`` names a running container showing
+``<--docker-data-dir>/work`` at /workspace (started as docs/sandbox.md says); Firecracker cannot
+boot on this kind of machine (a nested microVM).
 """
 
 from __future__ import annotations
@@ -31,19 +32,29 @@ BENCH = "sandbox_overhead"
 COMMANDS = {"true": "true", "output_1mb": "head -c 1000000 /dev/zero | tr '\\0' a"}
 
 
-def _levels(data_dir: Path, docker_container: str | None) -> dict[str, Sandbox]:
+def _levels(
+    data_dir: Path, docker_container: str | None, docker_data_dir: Path | None
+) -> dict[str, Sandbox]:
     wanted = ["host", "namespace", "gvisor:ptrace"]
     if docker_container:
         wanted.append(f"docker:{docker_container}")
     opened: dict[str, Sandbox] = {}
     for level in wanted:
-        own = data_dir / level.replace(":", "-")  # levels own their work folder differently
-        own.mkdir(mode=0o700)
+        own = _own_data_dir(data_dir, level, docker_data_dir)
+        own.mkdir(mode=0o700, exist_ok=True)
         try:
             opened[level] = open_sandbox(level, BUILT_IN_LEVELS, own, {})
         except SandboxUnavailable as exc:
             print(f"{BENCH}: {level} left out: {exc.message}", file=sys.stderr)
     return opened
+
+
+def _own_data_dir(data_dir: Path, level: str, docker_data_dir: Path | None) -> Path:
+    """Levels own their work folder differently: each gets a data dir of its own (the docker
+    level the one its container was started with)."""
+    if level.startswith("docker:") and docker_data_dir is not None:
+        return docker_data_dir
+    return data_dir / level.replace(":", "-")
 
 
 def _context(data_dir: Path, level: str, sandbox: Sandbox) -> ToolContext:
@@ -72,14 +83,17 @@ def main() -> int:
     add_common_args(parser)
     parser.add_argument("--runs", type=int, default=30, help="commands per level and kind")
     parser.add_argument("--docker-container", help="also measure docker:<this container>")
+    parser.add_argument(
+        "--docker-data-dir", type=Path, help="the data dir whose work folder it shows"
+    )
     args = parser.parse_args()
     handle_sigterm()
     with temp_workdir() as workdir:
         data_dir = workdir / "data"
         data_dir.mkdir(mode=0o700)
-        levels = _levels(data_dir, args.docker_container)
+        levels = _levels(data_dir, args.docker_container, args.docker_data_dir)
         contexts = {
-            level: _context(data_dir / level.replace(":", "-"), level, sandbox)
+            level: _context(_own_data_dir(data_dir, level, args.docker_data_dir), level, sandbox)
             for level, sandbox in levels.items()
         }
         tool = BashTool()

@@ -136,10 +136,8 @@ class DockerSandbox:
         """What a command left running in the background goes with it: its marked processes,
         and, once no command of this Iris runs, every process of the commands' uid (a command
         can drop the marker by exec-ing with a fresh environment)."""
-        try:
-            self._kill(f"{RUN_MARKER}={run_id}")
-        finally:
-            gate.leave(entered, self._kill_all)
+        # One docker exec either way: the sweep reaches the run's marked processes too.
+        gate.leave(entered, self._kill_all, lambda: self._kill(f"{RUN_MARKER}={run_id}"))
 
     def _inspect(self, kind: str, name: str) -> dict[str, Any]:
         assert self._docker is not None

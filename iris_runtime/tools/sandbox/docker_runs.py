@@ -34,18 +34,21 @@ class RunGate:
             raise
         return fd
 
-    def leave(self, fd: int, sweep: Callable[[], None]) -> None:
-        """Count the run out; when it was the last one anywhere, ``sweep`` the container."""
+    def leave(self, fd: int, sweep: Callable[[], None], otherwise: Callable[[], None]) -> None:
+        """Count the run out: when it was the last one anywhere, ``sweep`` the container, else
+        run ``otherwise`` (the run's own clean-up, which the sweep would have covered)."""
         os.close(fd)
         try:
             last = self._open()
         except OSError:
+            otherwise()
             return
         try:
             try:
                 fcntl.flock(last, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                return  # another run is in flight: the last one sweeps
+                otherwise()  # another run is in flight: the last one sweeps
+                return
             sweep()
         finally:
             os.close(last)
