@@ -97,7 +97,15 @@ OWN_VARS = IDENTITY_VARS | {
     "IRIS_API_TOKEN_FILE",
     "PATH",
     "IRIS_SANDBOX",  # --sandbox
+    # Paths the unit hands the agent as root-read credentials or trusts as its certificates:
+    # spawn's (an agent host's IRIS_AGENT_TLS_*), never the caller's.
+    "IRIS_TLS_CERT",
+    "IRIS_TLS_KEY",
+    "IRIS_TLS_CACERT",
+    "CREDENTIALS_DIRECTORY",
 }
+# What loads code into the agent before Iris runs: never from --env.
+LOADER_VAR_RE = re.compile(r"(LD_|PYTHON|GCONV_|MALLOC_|GLIBC_).*")
 READY_POLL_SECONDS = 0.2
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ENV_NAME_RE = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
@@ -654,6 +662,8 @@ def check_extra_env(extra: Mapping[str, str]) -> dict[str, str]:
             raise InvalidInput(f"--env {name!r}: not an environment variable name")
         if name in OWN_VARS:
             raise InvalidInput(f"--env {name}: set by spawn itself")
+        if LOADER_VAR_RE.fullmatch(name):
+            raise InvalidInput(f"--env {name}: changes what code the agent loads; refused")
         if is_withheld(name):
             raise InvalidInput(
                 f"--env {name}: looks like a credential; store it as a secret and declare it in "

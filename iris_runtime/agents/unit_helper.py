@@ -1,15 +1,17 @@
-"""The root-owned agent-unit helper: ``python -m iris_runtime.agents.unit_helper install|remove
-NAME``, run by systemd as ``iris-agent-install@NAME.service`` / ``iris-agent-remove@NAME``
-when an unprivileged Iris asks (see ``provision/unit_requests``).
+"""The root-owned agent-unit helper: ``python -m iris_runtime.agents.unit_helper
+install|start|remove NAME``, run by systemd as ``iris-agent-<verb>@NAME.service`` when an
+unprivileged Iris asks (see ``provision/unit_requests``).
 
 It is the narrow privilege path of chat-driven spawning, so it trusts Iris for nothing but the
 name. Where units go, which template renders them, whose users run them and which paths they
 hide come from the helper unit's own environment, written by the Ansible role as root
-(:data:`TRUSTED`); Iris's env file only supplies what ends up in the agent's own environment.
-The agent's record and home are Iris's files and are read as untrusted input: a regular file and
-a real folder of the agents dir's owner, the name, ports and sandbox level checked against the
-rules a spawn applies. The unit is then rendered from the project's template, verified and
-started exactly as a root ``iris agents spawn`` would. Each request is logged to the journal
+(:data:`TRUSTED`); of Iris's env file only the plain settings that end up in the agent's own
+environment are read (:data:`FROM_IRIS`), never a path root would open. The agent's record and
+home are Iris's files and are read as untrusted input: a regular file and a real folder of the
+agents dir's owner, the name, ports and sandbox level checked against the rules a spawn applies;
+the home changes hands by descriptor (``home_handover``), and only below an agents dir whose
+every parent is root's alone. The unit is then rendered from the project's template, verified
+and started exactly as a root ``iris agents spawn`` would. Each request is logged to the journal
 (``journalctl -u 'iris-agent-*@*'``), and its outcome, without secrets, is left in
 ``/run/iris-agent-units/<verb>-<name>.json`` for Iris to report.
 """
@@ -18,18 +20,19 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
 from iris_runtime.agents.home import AgentRecord, record_path
-from iris_runtime.agents.spawn import Spawner, check_extra_env, check_name
+from iris_runtime.agents.spawn import INHERITED_VARS, Spawner, check_extra_env, check_name
 from iris_runtime.agents.spawn_config import API_PORT_OFFSET, level_refusal
 from iris_runtime.config import Settings
 from iris_runtime.errors import IrisError, ProvisionError
+from iris_runtime.provision.home_handover import hand_over, safe_ancestors
 from iris_runtime.provision.systemd import SystemdService
-from iris_runtime.provision.unit_requests import HELPER_VARIABLE, RESULTS_DIR, VERBS, result_path
+from iris_runtime.provision.unit_requests import RESULTS_DIR, VERBS, result_path
 from iris_runtime.secrets.env_store import parse_env_file
 
 # Settings only root may choose: taken from the helper's own environment, never from Iris's env
@@ -43,7 +46,20 @@ TRUSTED = (
     "IRIS_AGENT_PORTS",
     "IRIS_AGENT_TLS_CERT",
     "IRIS_AGENT_TLS_KEY",
+    "IRIS_TLS_CACERT",
     "IRIS_ENV_FILE",
+)
+# What Iris's env file may set for the agents: plain values that go into their environment or
+# their broker URL. Nothing naming a file root would read (tokens, secret ids, CA bundles).
+FROM_IRIS = (
+    *(name for name in INHERITED_VARS if name not in TRUSTED),
+    "IRIS_AGENT_BROKER_URL",
+    "IRIS_API_HOST",
+    "IRIS_API_PORT",
+    "IRIS_SECRETS_MODE",
+    "IRIS_PROVIDER",
+    "IRIS_MODEL",
+    "IRIS_SUBAGENT_MODEL",
 )
 
 
@@ -56,7 +72,7 @@ def helper_settings(environ: dict[str, str]) -> Settings:
             base = parse_env_file(Path(env_file).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise ProvisionError(f"IRIS_ENV_FILE {env_file}: cannot read: {exc}") from None
-    env = {k: v for k, v in base.items() if k not in TRUSTED and k != HELPER_VARIABLE}
+    env = {k: v for k, v in base.items() if k in FROM_IRIS}
     env |= {k: environ[k] for k in TRUSTED if environ.get(k)}
     env |= {"IRIS_SERVICE_MANAGER": "systemd", "PATH": environ.get("PATH", "/usr/bin:/bin")}
     return Settings.from_env(env)
@@ -72,29 +88,50 @@ class UnitHelper:
 
     def service(self) -> SystemdService:
         config = self.spawner.config
-        return SystemdService(config.repo_dir, config.unit_dir, user=config.agent_user)
+        return SystemdService(
+            config.repo_dir, config.unit_dir, user=config.agent_user, hand_over=self._to_agent
+        )
 
     def install(self, name: str) -> None:
+        self._check_agents_dir()
         record = self._record(name)
         home = self._home(name)
         launch = self.spawner.launch_for(record, home, check_extra_env(dict(record.extra_env)))
         self.service().install(launch, self.steps.append)
 
+    def start(self, name: str) -> None:
+        """Start an installed agent again (``iris agents start``, ``ensure``'s "started")."""
+        self._record(name)
+        service = self.service()
+        unit = service.unit_path(name)
+        if not unit.is_file() or unit.is_symlink():
+            raise ProvisionError(f"{unit} is not installed: nothing to start")
+        service.start(name, self.steps.append)
+
     def remove(self, name: str) -> None:
-        self.service().remove(name, self.steps.append)
+        self._check_agents_dir()
+        service = self.service()
+        service.remove(name, self.steps.append)
+        if service.exists(name):
+            raise ProvisionError(f"{service.unit_path(name)} is still there: its home stays")
         home = self.agents_dir / name
-        if _real_folder(home):
-            # Back to Iris's user, who archives (or deletes) it next.
-            done = subprocess.run(
-                ["chown", "-R", "--no-dereference", f"{self.owner}:{self.group}", str(home)],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
-            if done.returncode != 0:
-                raise ProvisionError(f"cannot hand {home} back: {done.stderr.strip()}")
+        try:
+            agent = pwd.getpwnam(service.user_for(name))
+        except KeyError:
+            return  # never installed under its own user: nothing to hand back
+        if _real_folder(home) and os.stat(home, follow_symlinks=False).st_uid == agent.pw_uid:
+            # Back to Iris's user, who archives (or deletes) it next; only what the agent's
+            # user has there (another agent's home moved in under this name is not touched).
+            hand_over(home, agent.pw_uid, self.owner, self.group)
             self.steps.append(f"handed {home} back to uid {self.owner}")
+
+    def _to_agent(self, home: Path, user: str) -> None:
+        agent = pwd.getpwnam(user)
+        hand_over(home, self.owner, agent.pw_uid, agent.pw_gid)
+
+    def _check_agents_dir(self) -> None:
+        if problem := safe_ancestors(self.agents_dir):
+            raise ProvisionError(problem)
 
     def _record(self, name: str) -> AgentRecord:
         path = record_path(self.agents_dir, name)
@@ -149,33 +186,38 @@ def run(verb: str, name: str) -> int:
     try:
         check_name(name)
         if verb not in VERBS:
-            raise ProvisionError(f"unknown verb {verb!r} (install or remove)")
+            raise ProvisionError(f"unknown verb {verb!r} ({', '.join(VERBS)})")
     except IrisError as exc:  # nowhere to report but the journal: the name names the file
         print(f"iris-agent-unit: refused: {exc.message}", flush=True)
         return 1
     steps: list[str] = []
+    group = 0
     try:
         helper = UnitHelper(helper_settings(dict(os.environ)))
-        steps = helper.steps
+        steps, group = helper.steps, helper.group
         getattr(helper, verb)(name)
-    except (IrisError, OSError) as exc:
+    except (IrisError, OSError, ValueError) as exc:  # ValueError: undecodable input
         message = getattr(exc, "message", None) or str(exc)
         print(f"iris-agent-unit {verb} {name}: refused or failed: {message}", flush=True)
-        _write_result(verb, name, {"ok": False, "message": message, "steps": steps})
+        _write_result(verb, name, {"ok": False, "message": message, "steps": steps}, group)
         return 1
     print(f"iris-agent-unit {verb} {name}: done", flush=True)
-    _write_result(verb, name, {"ok": True, "steps": steps})
+    _write_result(verb, name, {"ok": True, "steps": steps}, group)
     return 0
 
 
-def _write_result(verb: str, name: str, outcome: dict[str, object]) -> None:
-    """Root's folder, so Iris can read what happened and change nothing of it."""
+def _write_result(verb: str, name: str, outcome: dict[str, object], group: int) -> None:
+    """Root's folder, so Iris can read what happened (group ``group``: the agents dir's) and
+    change nothing of it; no other user, agents included, reads it."""
     try:
         RESULTS_DIR.mkdir(mode=0o755, exist_ok=True)
         path = result_path(verb, name)
         scratch = path.with_name(f".{path.name}.tmp")
-        scratch.write_text(json.dumps(outcome), encoding="utf-8")
-        scratch.chmod(0o644)
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o640)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchown(handle.fileno(), 0, group)
+            os.fchmod(handle.fileno(), 0o640)
+            handle.write(json.dumps(outcome))
         os.replace(scratch, path)
     except (OSError, ValueError):
         pass  # the journal still has it
@@ -183,7 +225,7 @@ def _write_result(verb: str, name: str, outcome: dict[str, object]) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
-        print("usage: python -m iris_runtime.agents.unit_helper install|remove NAME")
+        print(f"usage: python -m iris_runtime.agents.unit_helper {'|'.join(VERBS)} NAME")
         return 2
     if os.geteuid() != 0:
         print("the agent-unit helper runs as root (as iris-agent-install@NAME.service)")

@@ -36,6 +36,7 @@ from iris_runtime.agents.readiness import wait_until_ready
 from iris_runtime.data_layout import SKILLS_DIR
 from iris_runtime.engine.skills import secrets_for_skills
 from iris_runtime.errors import IrisError, NotFound, ProvisionError
+from iris_runtime.provision.unit_requests import HelperSystemd
 
 if TYPE_CHECKING:
     from iris_runtime.agents.spawn import Spawner, SpawnRequest
@@ -66,6 +67,13 @@ def update_in_place(spawner: Spawner, request: SpawnRequest) -> AgentRecord:
         extra_env=tuple(extra_env.items()),
     )
     service = spawner.service(record.manager)
+    if isinstance(service, HelperSystemd):
+        # Through the agent-unit helper Iris's user cannot write the agent's home (its user's
+        # now), and the helper renders from the record on disk: updates are root's.
+        raise ProvisionError(
+            f"changing {name} in place needs root: run `iris agents ensure {name} ...` as root "
+            "(the iris_agent role), or remove it and spawn it again"
+        )
     launch = spawner.launch_for(updated, home, extra_env)
     _check_unit(service, launch, spawner)  # before anything is stopped
     token = spawner._bridge_token(entry)

@@ -23,6 +23,9 @@ from iris_runtime.errors import ProvisionError
 from iris_runtime.provision.launch import Progress
 
 USER_NAME_MAX = 32  # useradd's limit (and utmp's)
+# Agent users are kept after their agent goes; past this many, no new one is made (the system
+# uid range, ~900 on Debian, is shared with every package's users).
+MAX_AGENT_USERS = 512
 _HASH_CHARS = 8
 COMMENT_PREFIX = "Iris sub-agent "
 
@@ -60,6 +63,12 @@ def ensure_agent_user(run: Run, agent: str, user: str, progress: Progress) -> No
             f"the agent user {user!r} does not exist and only root can create it "
             "(service mode runs as root)"
         )
+    if _agent_users(run) >= MAX_AGENT_USERS:
+        raise ProvisionError(
+            f"there are {MAX_AGENT_USERS} agent users on this host already (users whose comment "
+            f"starts {COMMENT_PREFIX.strip()!r}): delete those of agents that are gone "
+            "(userdel) before making more"
+        )
     progress(f"creating the system user {user}")
     created = run(
         "useradd",
@@ -83,6 +92,15 @@ def ensure_agent_user(run: Run, agent: str, user: str, progress: Progress) -> No
             f"{created.stderr.strip()}"
         )
     _check_owner(again.stdout, agent, user)
+
+
+def _agent_users(run: Run) -> int:
+    listed = run("getent", "passwd", check=False).stdout
+    return sum(
+        1
+        for line in listed.splitlines()
+        if len(fields := line.split(":")) > 4 and fields[4].startswith(COMMENT_PREFIX)
+    )
 
 
 def _check_owner(passwd_line: str, agent: str, user: str) -> None:

@@ -25,7 +25,7 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from iris_runtime.errors import ProvisionError
@@ -64,6 +64,7 @@ class SystemdService:
         on_target: Sequence[str] = (),
         root: Path = Path("/"),
         settle_seconds: float = 1.5,
+        hand_over: Callable[[Path, str], None] | None = None,
     ) -> None:
         self.repo_dir = Path(repo_dir)
         self.unit_dir = Path(unit_dir)
@@ -76,6 +77,9 @@ class SystemdService:
         # How long a freshly started unit must stay up before install trusts it. Short: spawn
         # waits for /health afterwards anyway; this only catches commands that die at once.
         self.settle_seconds = settle_seconds
+        # How the agent's home becomes its user's: ``chown -R`` on the target by default; the
+        # agent-unit helper walks it by descriptor instead (its caller owns the agents dir).
+        self.hand_over = hand_over
 
     def unit_path(self, name: str) -> Path:
         return self.unit_dir / unit_file_name(name)
@@ -111,7 +115,10 @@ class SystemdService:
         text = self.checked_unit(launch, progress)
         ensure_agent_user(self._target, launch.name, user, progress)
         progress(f"handing {launch.home} to {user}")
-        self._target("chown", "-R", "--no-dereference", f"{user}:", str(launch.home))
+        if self.hand_over is not None:
+            self.hand_over(launch.home, user)
+        else:
+            self._target("chown", "-R", "--no-dereference", f"{user}:", str(launch.home))
         try:
             progress(f"writing {path}")
             _write_atomically(path, text)

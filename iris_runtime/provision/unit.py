@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -242,9 +243,13 @@ def _uses_tmp(launch: AgentLaunch) -> bool:
 
 def _refuse_token(text: str, home: Path) -> None:
     """Last line of defence: the agent's own API token never ends up in its unit."""
-    try:
-        token = (home / TOKEN_FILE_NAME).read_text(encoding="utf-8").strip()
+    try:  # as root too: never through a link, never more than a token's worth
+        fd = os.open(home / TOKEN_FILE_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return  # not created yet, or not readable by us: nothing we could have copied
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return
+        token = handle.read(4096).decode("utf-8", errors="replace").strip()
     if token and token in text:
         raise ProvisionError(f"the unit for {home.name} would contain its API token; refused")

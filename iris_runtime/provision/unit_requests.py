@@ -1,12 +1,13 @@
 """Service mode for an unprivileged Iris (``iris.service`` on a deployed host): the units of its
 sub-agents are written by a root-owned helper, never by Iris itself.
 
-Iris asks systemd to start ``iris-agent-install@NAME.service`` or ``iris-agent-remove@NAME``:
-template units the Ansible role installs, which run ``python -m iris_runtime.agents.unit_helper``
-as root. A polkit rule lets Iris's user start exactly those two templates and start, stop or
-restart ``iris-agent-NAME.service``, nothing else. The helper rebuilds the unit from the
-project's template and its own root-owned settings, taking from Iris only the agent's name and
-what its record says (checked as untrusted input), and says how it went in
+Iris asks systemd to start ``iris-agent-install@NAME.service``, ``iris-agent-start@NAME`` or
+``iris-agent-remove@NAME``: template units the Ansible role installs, which run ``python -m
+iris_runtime.agents.unit_helper`` as root. A polkit rule lets Iris's user start exactly those
+three templates, nothing else (not even the agents' own units: on systemd 257 and later a
+transient unit of such a name would pass a rule that allowed them). The helper rebuilds the unit
+from the project's template and its own root-owned settings, taking from Iris only the agent's
+name and what its record says (checked as untrusted input), and says how it went in
 ``/run/iris-agent-units/<verb>-<name>.json``; journald keeps its log, out of Iris's reach.
 
 So the spawn-agent skill works on a deployed host: chat → ``iris agents spawn`` as Iris's user →
@@ -27,7 +28,7 @@ from iris_runtime.provision.unit import unit_file_name
 
 HELPER_VARIABLE = "IRIS_AGENT_UNIT_HELPER"  # "1": this Iris spawns through the helper
 RESULTS_DIR = Path("/run/iris-agent-units")
-VERBS = ("install", "remove")
+VERBS = ("install", "start", "remove")
 _TIMEOUT = 300.0  # an install waits for the agent to settle; a remove for its stop
 _SETTLE_SECONDS = 1.5
 
@@ -73,17 +74,9 @@ class HelperSystemd:
         return existed
 
     def start(self, name: str, progress: Progress) -> None:
-        unit = unit_file_name(name)
-        progress(f"systemctl start {unit}")
-        done = self._systemctl("start", unit)
-        if done.returncode != 0:
-            raise ProvisionError(f"{unit} did not start: {done.stderr.strip()}")
-        deadline = time.monotonic() + _SETTLE_SECONDS
-        while time.monotonic() < deadline:
-            state = self._systemctl("is-active", unit).stdout.strip()
-            if state in ("failed", "inactive"):
-                raise ProvisionError(f"{unit} failed to start ({state}): see its journal")
-            time.sleep(0.1)
+        # Through the helper too: polkit grants Iris no verb on the agents' own units (on newer
+        # systemd a transient unit of that name would be root's for the asking).
+        self._ask("start", name, progress)
 
     def _ask(self, verb: str, name: str, progress: Progress) -> None:
         unit = helper_unit(verb, name)

@@ -122,6 +122,11 @@ def test_a_missing_scaffold_rolls_the_registration_back(data_dir: Path, tmp_path
         ("AGENT_NAME=other", "set by spawn itself"),
         ("lower=x", "not an environment variable name"),
         ("NOEQUALS", "is not NAME=VALUE"),
+        # Root reads what a unit's LoadCredential= names: only spawn's own TLS key may be one.
+        ("IRIS_TLS_KEY=/etc/shadow", "set by spawn itself"),
+        ("CREDENTIALS_DIRECTORY=/root", "set by spawn itself"),
+        ("LD_PRELOAD=/tmp/x.so", "changes what code the agent loads"),
+        ("PYTHONPATH=/tmp/py", "changes what code the agent loads"),
     ],
 )
 def test_env_settings_that_are_credentials_or_identity_are_refused(

@@ -370,6 +370,14 @@ def test_an_agent_spawned_from_chat_becomes_a_systemd_unit_and_goes_again(site: 
     assert ask_iris(site, "chat-box", "@chatty where are you") == "in my box"
     journal = site.run("journalctl", "-u", "iris-agent-install@chatty.service", "--no-pager")
     assert "iris-agent-unit install chatty: done" in journal  # audited, out of Iris's reach
+    # Stopped, it is started again by Iris's user the way `ensure` does: through the helper.
+    site.run("systemctl", "stop", "iris-agent-chatty.service")
+    started = as_iris(site, "/iris/venv/bin/iris", "--env-file", "/iris/.env", "agents", "ensure",
+                      "chatty", "--json")  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    assert json.loads(started.stdout)["action"] == "started"
+    assert "iris-agent-start@chatty.service" in started.stderr
+    assert site.unit_state("iris-agent-chatty.service") == "active"
 
     assert ask_iris(site, "chat-spawn", "remove chatty") == "removed chatty"
     assert (data / "remove.rc").read_text().strip() == "0", (data / "remove.out").read_text()
@@ -385,10 +393,15 @@ def test_the_privilege_path_grants_nothing_else(site: Site) -> None:
         ("systemctl", "stop", "openbao.service"),
         ("systemctl", "restart", "iris.service"),
         ("systemctl", "mask", f"iris-agent-{AGENT}.service"),
+        ("systemctl", "stop", f"iris-agent-{AGENT}.service"),  # only through the helper
+        ("systemctl", "start", "iris-agent-install@x.service", "openbao.service"),
+        ("systemd-run", "--unit=iris-agent-pwn", "-p", "User=root", "/bin/true"),
     ):
         done = as_iris(site, *argv)
         assert done.returncode != 0, argv
     assert site.unit_state("openbao.service") == "active"
+    assert site.unit_state(f"iris-agent-{AGENT}.service") == "active"
+    assert not site.path("/run/systemd/transient/iris-agent-pwn.service").exists()
     # A record and a home Iris's user controls cannot point root anywhere: a home that is a
     # link to /etc is refused, and nothing is written or handed over.
     agents = site.path("/iris/agents")
