@@ -18,18 +18,19 @@ from iris_runtime.secrets.run_tokens import RUN_CALLER_PREFIX, RUN_TOKENS
 from iris_runtime.web.errors import error_response
 
 PUBLIC_ENDPOINTS = frozenset({"health.health"})
-# Routes a sub-agent may call with its own token.
-# The secrets routes are all open to agents so that a refusal comes from the broker, which
-# audits it; the broker lets agents read allow-listed names and nothing else.
-AGENT_ENDPOINTS = frozenset(
+# The secrets routes are open to every token Iris knows (an agent's, a sandboxed run's) so that
+# a refusal comes from the broker, which audits it; the broker lets such a caller read the
+# names on its allow-list (or its run's grant) and nothing else.
+SECRETS_ENDPOINTS = frozenset(
     {
-        "escalate.escalate",
         "secrets.list_secrets",
         "secrets.read_secret",
         "secrets.put_secret",
         "secrets.delete_secret",
     }
 )
+# Routes a sub-agent may call with its own token.
+AGENT_ENDPOINTS = SECRETS_ENDPOINTS | {"escalate.escalate"}
 
 
 def token_matches(presented: str, expected: str) -> bool:
@@ -73,7 +74,7 @@ def require_bearer_token(app: Flask, expected: str, registry: AgentRegistry) -> 
         caller = identify(presented, expected, registry)
         if caller is None:
             return error_response("invalid API token", "unauthorized", 401)
-        if caller.startswith(RUN_CALLER_PREFIX) and request.endpoint != "secrets.read_secret":
+        if caller.startswith(RUN_CALLER_PREFIX) and request.endpoint not in SECRETS_ENDPOINTS:
             return error_response("a sandboxed run's token only reads secrets", "forbidden", 403)
         if caller != IRIS_CALLER and request.endpoint not in AGENT_ENDPOINTS:
             return error_response(f"agent {caller!r} may not call this route", "forbidden", 403)
