@@ -41,7 +41,8 @@ from pathlib import Path
 
 from iris_runtime.agents.home import AgentRecord
 from iris_runtime.agents.registry import AgentEntry
-from iris_runtime.agents.spawn import MODES, Spawner, SpawnRequest, check_name
+from iris_runtime.agents.spawn import Spawner, SpawnRequest
+from iris_runtime.agents.spawn_checks import MODES, check_name
 from iris_runtime.agents.update import update_in_place
 from iris_runtime.errors import InvalidInput, IrisError, NotFound, ProvisionError
 from iris_runtime.provision.supervised import DB_NAME

@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 
 from iris_runtime.agents.home import AgentRecord, record_path
-from iris_runtime.agents.spawn import INHERITED_VARS, Spawner, check_extra_env, check_name
+from iris_runtime.agents.spawn import Spawner
+from iris_runtime.agents.spawn_checks import INHERITED_VARS, check_extra_env, check_name
 from iris_runtime.agents.spawn_config import API_PORT_OFFSET, level_refusal
 from iris_runtime.config import Settings
 from iris_runtime.errors import IrisError, ProvisionError

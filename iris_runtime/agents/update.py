@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 def update_in_place(spawner: Spawner, request: SpawnRequest) -> AgentRecord:
     """Apply ``request``'s skills and model to the spawned service agent of that name (or
     reinstall its unit when that is gone)."""
-    from iris_runtime.agents.spawn import check_extra_env, check_name, provider_key_vars
+    from iris_runtime.agents.spawn_checks import check_extra_env, check_name, provider_key_vars
 
     name = check_name(request.name)
     record = AgentRecord.read(spawner.config.agents_dir, name)

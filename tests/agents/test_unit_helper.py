@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from iris_runtime.agents.home import AgentRecord, record_path
-from iris_runtime.agents.spawn import check_extra_env
+from iris_runtime.agents.spawn_checks import check_extra_env
 from iris_runtime.agents.unit_helper import UnitHelper, helper_settings
 from iris_runtime.errors import InvalidInput, ProvisionError
 from iris_runtime.provision.home_handover import hand_over

@@ -1,4 +1,5 @@
-"""The private dockerd of the Docker tests (session-scoped), and an Iris run unprivileged."""
+"""The private dockerd of the Docker tests (session-scoped), the docker level's image and a
+container of it, and an Iris run unprivileged."""
 
 import os
 import shutil
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from iris_runtime.testing.server import IrisServer
-from tests.provisioning.dockerd import dockerd  # noqa: F401 (a fixture, used by name)
+from tests.provisioning.dockerd import Dockerd, dockerd  # noqa: F401 (a fixture, used by name)
+from tests.sandbox.docker_image import import_image, start_container
 
 
 @pytest.fixture
@@ -52,3 +54,20 @@ class _Unprivileged(IrisServer):
     def command(self) -> list[str]:
         drop = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
         return ["setpriv", *drop, *super().command()]
+
+
+@pytest.fixture(scope="module")
+def sandbox_image(dockerd: Dockerd) -> str:  # noqa: F811 (the fixture above)
+    return import_image({**os.environ, "DOCKER_HOST": dockerd.host})
+
+
+@pytest.fixture
+def container(
+    dockerd: Dockerd,  # noqa: F811 (the fixture above)
+    sandbox_image: str,
+    tmp_path: Path,
+) -> Iterator[str]:
+    name = f"iris-box-{tmp_path.name[-20:].strip('_')}"
+    start_container({**os.environ, "DOCKER_HOST": dockerd.host}, name, tmp_path / "data" / "work")
+    yield name
+    dockerd.docker("rm", "-f", name)
