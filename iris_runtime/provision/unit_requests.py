@@ -30,7 +30,6 @@ HELPER_VARIABLE = "IRIS_AGENT_UNIT_HELPER"  # "1": this Iris spawns through the 
 RESULTS_DIR = Path("/run/iris-agent-units")
 VERBS = ("install", "start", "remove")
 _TIMEOUT = 300.0  # an install waits for the agent to settle; a remove for its stop
-_SETTLE_SECONDS = 1.5
 
 
 def helper_unit(verb: str, name: str) -> str:
