@@ -142,8 +142,9 @@ def register_sandboxes(register: Callable[[str, Any], None]) -> None:
     - ``launch(argv, cwd, env) -> Launch``: ``argv`` is a list, never a shell string; ``cwd``
       is the path inside; ``env`` is the command's whole environment. ``Launch.argv`` runs on
       the host as its own process group, which the bash tool kills on timeout and Stop; name a
-      ``Launch.kill`` for what escapes the group (a container's processes) and a
-      ``Launch.cleanup`` for what one run leaves behind.
+      ``Launch.kill`` for what escapes the group (a container's processes), a
+      ``Launch.cleanup`` for what one run leaves behind, and ``Launch.pass_fds`` for
+      descriptors the process must inherit (a lease it holds while it lives).
 
     At start-up and on ``iris doctor --sandbox`` a probe runs inside (it needs ``sh``,
     ``/proc``, ``id``, ``cat``, ``tail``, ``cut``, ``tr`` and ``rm``), and an isolated level
