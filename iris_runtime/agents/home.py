@@ -75,14 +75,20 @@ class AgentRecord:
     def read(cls, agents_dir: Path, name: str) -> AgentRecord | None:
         path = record_path(agents_dir, name)
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            raw["skills"] = tuple(raw.get("skills", ()))
-            raw["extra_env"] = tuple((str(k), str(v)) for k, v in raw.get("extra_env", ()))
-            return cls(**raw)
+            return cls.from_json(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
         except (OSError, ValueError, TypeError) as exc:
             raise ConfigError(f"{path} is unreadable: {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: str) -> AgentRecord:
+        """A record as :meth:`write` stored it; ValueError, TypeError or AttributeError when
+        the text is not one."""
+        raw = json.loads(text)
+        raw["skills"] = tuple(raw.get("skills", ()))
+        raw["extra_env"] = tuple((str(k), str(v)) for k, v in raw.get("extra_env", ()))
+        return cls(**raw)
 
 
 def record_path(agents_dir: Path, name: str) -> Path:

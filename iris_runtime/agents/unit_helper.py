@@ -101,7 +101,7 @@ class UnitHelper:
         self.service().install(launch, self.steps.append)
 
     def start(self, name: str) -> None:
-        """Start an installed agent again (``iris agents start``, ``ensure``'s "started")."""
+        """Start an installed agent that is not running (``iris agents ensure``'s "started")."""
         self._record(name)
         service = self.service()
         unit = service.unit_path(name)
@@ -146,10 +146,7 @@ class UnitHelper:
                 raise ProvisionError(f"{path} is not a record Iris wrote")
             text = handle.read(1 << 20)
         try:
-            raw = json.loads(text)
-            raw["skills"] = tuple(raw.get("skills", ()))
-            raw["extra_env"] = tuple((str(k), str(v)) for k, v in raw.get("extra_env", ()))
-            record = AgentRecord(**raw)
+            record = AgentRecord.from_json(text)
         except (ValueError, TypeError, AttributeError):
             raise ProvisionError(f"{path} is not a valid agent record") from None
         self._check(record, name)
@@ -168,8 +165,11 @@ class UnitHelper:
 
     def _home(self, name: str) -> Path:
         home = self.agents_dir / name
-        info = os.stat(home, follow_symlinks=False) if home.exists() else None
-        if info is None or not stat.S_ISDIR(info.st_mode) or not _real_folder(home):
+        try:
+            info = os.stat(home, follow_symlinks=False)
+        except OSError:
+            info = None
+        if info is None or not stat.S_ISDIR(info.st_mode):  # a link is not a folder here
             raise ProvisionError(f"{home} is not a folder of the agents dir")
         if info.st_uid != self.owner:
             raise ProvisionError(f"{home} does not belong to the agents dir's owner")

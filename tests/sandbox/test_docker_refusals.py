@@ -18,6 +18,21 @@ from tests.web.conftest import SSEReader
 pytestmark = pytest.mark.timeout(300)
 
 
+def _serve_refusal(tmp_path: Path, dockerd: Dockerd, name: str, **env: str) -> str:
+    cli_env = clean_environment(
+        IRIS_DATA_DIR=str(tmp_path / "data"),
+        IRIS_API_PORT=str(free_port()),
+        DOCKER_HOST=dockerd.host,
+        **env,
+    )
+    try:
+        result = run_iris("serve", "--sandbox", f"docker:{name}", env=cli_env, timeout=60)
+    finally:
+        dockerd.docker("rm", "-f", name)
+    assert result.returncode != 0
+    return result.stderr
+
+
 def test_a_container_without_the_work_folder_stops_serve(
     tmp_path: Path,
     dockerd: Dockerd,
@@ -25,17 +40,7 @@ def test_a_container_without_the_work_folder_stops_serve(
 ) -> None:
     name = "iris-box-elsewhere"
     start_container({**os.environ, "DOCKER_HOST": dockerd.host}, name, tmp_path / "elsewhere")
-    try:
-        env = clean_environment(
-            IRIS_DATA_DIR=str(tmp_path / "data"),
-            IRIS_API_PORT=str(free_port()),
-            DOCKER_HOST=dockerd.host,
-        )
-        result = run_iris("serve", "--sandbox", f"docker:{name}", env=env, timeout=60)
-    finally:
-        dockerd.docker("rm", "-f", name)
-    assert result.returncode != 0
-    assert "must show the work folder at /workspace" in result.stderr
+    assert "must show the work folder at /workspace" in _serve_refusal(tmp_path, dockerd, name)
 
 
 # (docker run flags, the reason Iris gives); "{data}" is Iris's data folder.
@@ -92,31 +97,9 @@ def test_a_container_that_hands_commands_the_host_stops_serve(
     # what Iris reads (it is refused before it is found stopped).
     docker_env = {**os.environ, "DOCKER_HOST": dockerd.host}
     start_container(docker_env, name, data / "work", *extra, start=False)
-    try:
-        env = clean_environment(
-            IRIS_DATA_DIR=str(data), IRIS_API_PORT=str(free_port()), DOCKER_HOST=dockerd.host
-        )
-        result = run_iris("serve", "--sandbox", f"docker:{name}", env=env, timeout=60)
-    finally:
-        dockerd.docker("rm", "-f", name)
-    assert result.returncode != 0
-    assert f"container {name!r} would hand commands the host: " in result.stderr
-    assert reason.format(data=data) in result.stderr
-
-
-def _serve_refusal(tmp_path: Path, dockerd: Dockerd, name: str, **env: str) -> str:
-    cli_env = clean_environment(
-        IRIS_DATA_DIR=str(tmp_path / "data"),
-        IRIS_API_PORT=str(free_port()),
-        DOCKER_HOST=dockerd.host,
-        **env,
-    )
-    try:
-        result = run_iris("serve", "--sandbox", f"docker:{name}", env=cli_env, timeout=60)
-    finally:
-        dockerd.docker("rm", "-f", name)
-    assert result.returncode != 0
-    return result.stderr
+    stderr = _serve_refusal(tmp_path, dockerd, name)
+    assert f"container {name!r} would hand commands the host: " in stderr
+    assert reason.format(data=data) in stderr
 
 
 def test_a_container_without_no_new_privileges_stops_serve(
@@ -193,17 +176,8 @@ def test_the_engine_socket_bound_in_stops_serve(
         "-v",
         f"{Path(socket).parent}:/run/engine",
     )
-    try:
-        env = clean_environment(
-            IRIS_DATA_DIR=str(data), IRIS_API_PORT=str(free_port()), DOCKER_HOST=dockerd.host
-        )
-        result = run_iris("serve", "--sandbox", f"docker:{name}", env=env, timeout=60)
-    finally:
-        dockerd.docker("rm", "-f", name)
-    assert result.returncode != 0
-    assert f"/run/engine shows the container engine's socket ({Path(socket).parent})" in (
-        result.stderr
-    )
+    stderr = _serve_refusal(tmp_path, dockerd, name)
+    assert f"/run/engine shows the container engine's socket ({Path(socket).parent})" in stderr
 
 
 def test_read_only_identity_mounts_are_accepted_and_shown(

@@ -125,8 +125,7 @@ class _MountRules:
         self.work = self.data / data_layout.WORK_DIR
         self.extra = [p for p in extra if p is not None]
         self.volume = volume
-        found = (_real(p) for p in [*sockets, *(Path(p) for p in ENGINE_SOCKETS)])
-        self.sockets = [p for p in found if p is not None]
+        self.sockets = [p for p in map(_real, sockets or engine_sockets({})) if p is not None]
 
     def refusals(self, mount: Mapping[str, Any]) -> list[str]:
         destination = str(mount.get("Destination") or "")
