@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socketserver
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
@@ -114,6 +116,9 @@ def _boot(server: _Server) -> None:
 def _run_guest(config: dict[str, Any]) -> None:
     """The guest: Iris's init script with the drives where the VM would have them."""
     script = GUEST_INIT_SCRIPT.replace("/dev/ttyS0", "/dev/stdout")
+    # The stand-in's guest shares the host's kernel: it ends by exiting, never by a reboot.
+    script = re.sub(r"(?m)^reboot .*$", "exit 0", script)
+    assert "reboot" not in script and "sysrq" not in script
     command = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
     command += ["--hostname", "microvm", "--die-with-parent"]
     for folder in ("/usr", "/etc"):
@@ -130,8 +135,11 @@ def _run_guest(config: dict[str, Any]) -> None:
 def firecracker(record_path: str, argv: list[str]) -> None:
     socket_path = argv[argv.index("--api-sock") + 1].lstrip("/")
     record(record_path, {"firecracker_argv": argv, "cwd": os.getcwd()})
-    server = _Server(socket_path, _Api)
+    server = _Server(socket_path, _Api, bind_and_activate=False)
     server.record_path = record_path
+    server.server_bind()  # the socket file exists from here on...
+    time.sleep(float(os.environ.get("FAKE_FIRECRACKER_LISTEN_DELAY", "0")))
+    server.server_activate()  # ...but connections are refused until it listens
     server.serve_forever()
 
 
@@ -140,14 +148,16 @@ if __name__ == "__main__":
     jailer(record_file, rest) if role == "jailer" else firecracker(record_file, rest)
 
 
-def install(folder: Path, record_file: Path) -> tuple[Path, Path]:
-    """Executables ``firecracker`` and ``jailer`` in ``folder`` running this stand-in."""
+def install(folder: Path, record_file: Path, listen_delay: float = 0.0) -> tuple[Path, Path]:
+    """Executables ``firecracker`` and ``jailer`` in ``folder`` running this stand-in; the VMM
+    listens ``listen_delay`` seconds after its socket file appears (a loaded host's gap)."""
     folder.mkdir(parents=True, exist_ok=True)
     made = []
     for role in ("jailer", "firecracker"):
         exe = folder / role
         exe.write_text(
-            f"#!/bin/sh\nexec {sys.executable} {Path(__file__).resolve()} {role} "
+            f"#!/bin/sh\nexport FAKE_FIRECRACKER_LISTEN_DELAY={listen_delay}\n"
+            f"exec {sys.executable} {Path(__file__).resolve()} {role} "
             f'{record_file} "$@"\n'
         )
         exe.chmod(0o755)

@@ -26,9 +26,9 @@ from tests.sandbox.support import assert_boundary, require_tools, served_turn
 from tests.web.conftest import SSEReader
 
 
-def _environment(tmp_path: Path) -> tuple[dict[str, str], Path]:
+def _environment(tmp_path: Path, listen_delay: float = 0.0) -> tuple[dict[str, str], Path]:
     record = tmp_path / "firecracker-calls.jsonl"
-    jailer, firecracker = install(tmp_path / "bin", record)
+    jailer, firecracker = install(tmp_path / "bin", record, listen_delay)
     kernel, rootfs = tmp_path / "vmlinux", tmp_path / "rootfs.ext4"
     kernel.write_bytes(b"kernel")
     rootfs.write_bytes(b"rootfs image")
@@ -99,6 +99,18 @@ def test_a_model_turn_in_a_microvm(tmp_path: Path, start_iris: Callable[..., Iri
     assert api[-1] == ("/actions", {"action_type": "InstanceStart"})
     # Every VM's jail, rootfs copy included, is gone with the VM.
     assert list((tmp_path / "jail" / "firecracker").iterdir()) == []
+
+
+def test_a_vmm_slow_to_listen_is_waited_for(
+    tmp_path: Path, start_iris: Callable[..., IrisServer]
+) -> None:
+    """Firecracker's socket file appears when it binds, before it listens; on a loaded host a
+    connect in between is refused. Iris waits for the listener, not for the file."""
+    _require()
+    env, _ = _environment(tmp_path, listen_delay=1.0)
+    iris, report, results = served_turn(start_iris, tmp_path, "firecracker", **env)
+    assert_boundary(iris.data_dir, report, results)
+    assert not results["probe"]["isError"], results["probe"]["result"]
 
 
 def test_firecracker_net_plans_a_tap_device_and_removes_it(
@@ -181,7 +193,7 @@ def test_two_irises_never_share_a_tap_device(
     assert "ifc0" not in _devices(first_record) + _devices(second_record)  # it existed already
     for stream in streams:  # both commands really ran, each in its VM
         ended = [e for e in stream.events if e["event"] == "tool" and e["phase"] == "end"]
-        assert not ended[0]["isError"] and "ran" in ended[0]["result"], ended
+        assert not ended[0]["isError"] and "ran" in ended[0]["result"], ended[0]["result"]
 
 
 def test_leases_are_host_wide_and_crashes_free_them(tmp_path: Path) -> None:

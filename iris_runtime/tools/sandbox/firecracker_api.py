@@ -25,15 +25,28 @@ class _UnixConnection(http.client.HTTPConnection):
 
 
 def wait_for_socket(path: Path, seconds: float, alive: Any) -> None:
-    """Until the VMM listens on ``path``; ``alive()`` False means it died first."""
+    """Until the VMM accepts connections on ``path``; ``alive()`` False means it died first.
+
+    The socket file appears when Firecracker binds, a moment before it listens: a connect in
+    between is refused, so the file alone is not the signal (on a loaded host the gap is long
+    enough to lose the race)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if path.exists():
+        if _accepts(path):
             return
         if not alive():
             raise SandboxUnavailable("firecracker exited before its API socket appeared")
         time.sleep(0.02)
     raise SandboxUnavailable(f"firecracker's API socket {path} did not appear in {seconds:g}s")
+
+
+def _accepts(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            return False
+    return True
 
 
 def call(path: Path, method: str, url: str, body: dict[str, Any], timeout: float = 10.0) -> None:

@@ -179,13 +179,12 @@ def run(plan: VmPlan) -> int:
     set_up_tap(plan)
     vmm = subprocess.Popen(plan.jailer_argv(), stdin=subprocess.DEVNULL)
     try:
-        firecracker_api.wait_for_socket(
-            plan.api_socket, _SOCKET_SECONDS, lambda: vmm.poll() is None
-        )
         # A relative name: a deep chroot base would exceed the 108 bytes of a socket address.
         os.chdir(plan.api_socket.parent)
+        api_socket = Path(plan.api_socket.name)
+        firecracker_api.wait_for_socket(api_socket, _SOCKET_SECONDS, lambda: vmm.poll() is None)
         for method, url, body in plan.api_calls():
-            firecracker_api.call(Path(plan.api_socket.name), method, url, body)
+            firecracker_api.call(api_socket, method, url, body)
         vmm.wait()  # the guest's init ends → it reboots → Firecracker exits
     finally:
         if vmm.poll() is None:  # configuring failed, or we were stopped: the VM goes too
