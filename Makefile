@@ -7,7 +7,7 @@ IRIS_DATA_DIR ?= $(CURDIR)/.iris-data
 PLUGIN_DIRS := $(patsubst %/setup.cfg,%,$(wildcard plugins/*/setup.cfg))
 PLUGIN_TESTS := $(wildcard $(addsuffix /tests,$(PLUGIN_DIRS)))
 
-.PHONY: run test lint bench apt-deps clean
+.PHONY: run test lint bench faults apt-deps clean
 
 $(BIN)/iris: setup.cfg pyproject.toml $(wildcard plugins/*/setup.cfg)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,3 +49,8 @@ bench: $(BIN)/iris
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+# Crash trials (tests/faults): each kind TRIALS times, figures printed at the end.
+TRIALS ?= 100
+faults: apt-deps $(VENV)/.dev-deps
+	IRIS_FAULT_TRIALS=$(TRIALS) $(BIN)/pytest tests/faults
