@@ -185,7 +185,7 @@ def _guard_websocket() -> Response | None:
     if request.path != "/ws":
         return None
     if not _logged_in():
-        return error_response("log in first", "unauthorized", 403)
+        return error_response("log in first", "unauthorized", 401)
     if not _same_origin():
         return error_response("cross-origin WebSocket refused", "bad_origin", 403)
     try:
