@@ -29,6 +29,14 @@ import pytest
 import requests
 
 from iris_runtime.agents.ports import can_bind
+from iris_runtime.testing.leaks import (
+    CommandLineSampler,
+    Leak,
+    find_canaries,
+    private_file,
+    scan_files,
+    under,
+)
 from tests.provisioning.ansible_host import (  # noqa: F401 (fixture)
     AnsibleHost,
     AnsibleRun,
@@ -148,6 +156,7 @@ class Site:
     ports: dict[str, Any]
     values: dict[str, str]
     init_file: Path
+    commands: CommandLineSampler  # every process's command line while the module runs
 
     @property
     def name(self) -> str:
@@ -253,8 +262,9 @@ def site(
         ],
     )
     seed_host(server)
-    first = server.playbook("playbooks/site.yml", label="converge")
-    yield Site(server, first, ports, values, init_file)
+    with CommandLineSampler() as commands:
+        first = server.playbook("playbooks/site.yml", label="converge")
+        yield Site(server, first, ports, values, init_file, commands)
 
 
 def ask_iris(site: Site, session: str, text: str) -> str:
@@ -487,3 +497,56 @@ def test_reboot_brings_openbao_back_unsealed_and_iris_healthy(site: Site) -> Non
     )
     assert done.returncode == 0, done.stderr
     assert ALLOWED_SECRET in done.stdout
+
+
+# Where the roles and the services write on the host. /usr is the distribution's, and the store's
+# own data (OpenBao's raft folder) is where the secrets belong.
+WRITTEN = ("/iris", "/etc", "/var", "/run", "/tmp", "/root", "/home", "/srv", "/opt")
+# Files that exist to hold a credential, readable by their owner only: Iris's API token and env
+# file (its platform tokens), the registry of agents' tokens, the agents' own token files,
+# OpenBao's unseal keys (auto_unseal) and its broker login.
+HOST_TOKEN_FILES = private_file(
+    "api-token", ".env", "agents.json", "bridge-token", "unseal-keys.json", "broker-token"
+)
+
+
+def planted_canaries(site: Site) -> dict[str, str]:
+    init = json.loads(site.init_file.read_text())
+    canaries = {f"the stored secret {name}": value for name, value in site.values.items()}
+    canaries["Iris's API token"] = site.api_token()
+    canaries["OpenBao's root token"] = init["root_token"]
+    for number, key in enumerate(init["keys"] + init["keys_base64"]):
+        canaries[f"OpenBao unseal key {number}"] = key
+    for name, entry in site.registry().items():
+        if entry.get("token"):
+            canaries[f"agent {name}'s token"] = entry["token"]
+    return canaries
+
+
+def host_leaks(site: Site, canaries: dict[str, str]) -> list[Leak]:
+    allowed = [HOST_TOKEN_FILES, under(site.path("/var/lib/openbao"))]
+    found = []
+    for folder in WRITTEN:
+        found += scan_files(site.path(folder), canaries, allowed)
+    journal = site.run("journalctl", "--no-pager", "-o", "cat", timeout=120)
+    found += [
+        Leak(label, "the host's journal") for label in find_canaries(journal.encode(), canaries)
+    ]
+    return found
+
+
+def test_no_planted_secret_leaks_on_the_host_or_the_controller(site: Site) -> None:
+    """After everything above (converges, agent turns, secret reads, a chat spawn, a reboot):
+    no secret value, token or unseal key in any file the roles or services wrote but the store
+    and the 0600 token files, in the journal, in a playbook's output, or in any command line."""
+    assert_ok(site.first, site)
+    canaries = planted_canaries(site)
+    leaks = host_leaks(site, canaries)
+    leaks += scan_files(site.server.workdir / "logs", canaries)  # every playbook's output
+    leaks += site.commands.leaks(canaries)
+    assert site.commands.rounds > 100, "the command-line sampler never ran"
+    # The scan sees what it looks for: the API token is in its own (allowed) file.
+    token = {"Iris's API token": canaries["Iris's API token"]}
+    assert scan_files(site.path("/iris/secrets"), token), "the scan found no API token at all"
+    assert len(canaries) >= 6, sorted(canaries)
+    assert not leaks, "\n".join(map(str, leaks))
