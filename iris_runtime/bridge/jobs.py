@@ -20,6 +20,7 @@ from typing import Any
 from iris_runtime import data_layout
 from iris_runtime.bridge.protocol import TERMINAL_TYPES, validate_request_id
 from iris_runtime.errors import IrisError, NotFound
+from iris_runtime.failpoints import failpoint
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class Job:
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
             os.write(self._fd, logged)
+            failpoint(f"bridge.job_logged.{kind}")  # on disk, not yet streamed
             self.events.append(event)
             self.lines.append(shown + "\n")
             if kind in TERMINAL_TYPES:

@@ -22,6 +22,7 @@ from iris_runtime.engine.sessions import SessionStore
 from iris_runtime.engine.tools import ToolContext, ToolResult
 from iris_runtime.engine.usage import usage_from_json
 from iris_runtime.errors import IrisError
+from iris_runtime.failpoints import failpoint
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,7 @@ class AgentMentionRouter:
             return RouteOutcome(
                 f"({agent} failed: {exc.message})", "failed", exc.message, agent=agent
             )
+        failpoint("bridge.reply_received")  # only the agent's job log holds it now
         if reply.status == "aborted":
             return RouteOutcome("", "stopped", agent=agent)
         status = "failed" if reply.status == "failed" else "done"

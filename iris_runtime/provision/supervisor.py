@@ -29,9 +29,13 @@ When Iris stops, every child's process group (and every group still being stoppe
 at once, then SIGKILL after one shared ``SHUTDOWN_GRACE_SECONDS``, so the whole stop fits in
 gunicorn's ``graceful_timeout`` (15 s, see :mod:`iris_runtime.cli.serve`); the rows stay desired
 ``running``, so the agents start again with Iris. When Iris dies without
-stopping them (``kill -9``), they live on in their own sessions: the next supervisor finds each
-row's recorded pid still alive with the recorded start time, stops that orphan's process group
-and starts a fresh child it can watch.
+stopping them (``kill -9``), they live on in their own sessions, and the next supervisor adopts
+each one that was reported ``running`` for the row's current wish and is still alive with the
+recorded start time: it watches it from ``/proc`` (it is not our child, so its exit status is
+unknown) and restarts it when it ends. An adopted agent keeps its runs: a delegated request in
+progress finishes and its reply stays in the agent's job log for ``iris bridge recover``. An
+orphan that was never reported running for the current wish, or whose leader is gone while the
+rest of its group lives on, is stopped and replaced by a fresh child.
 
 One supervisor per data dir: a ``flock`` on ``run/supervisor.lock`` makes a second runtime on
 the same data dir stand by instead of fighting over the same rows.
@@ -174,16 +178,23 @@ def signal_group(pgid: int, signum: int) -> None:
 
 @dataclass
 class _Child:
-    popen: subprocess.Popen[bytes]
+    pid: int
+    popen: subprocess.Popen[bytes] | None  # None: adopted, left running by an earlier Iris
     revision: int
     start_time: int | None
     started: float  # monotonic
     reported_running: bool = False
     next_log_check: float = 0.0  # monotonic
 
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
+    def exit_status(self) -> str | None:
+        """How it ended, or None while it runs. An adopted process is not our child: we see
+        it end in ``/proc`` but cannot learn its status."""
+        if self.popen is not None:
+            code = self.popen.poll()
+            return None if code is None else describe_exit(code)
+        if process_alive(self.pid, self.start_time):
+            return None
+        return "ended (status unknown: adopted from an earlier Iris)"
 
 
 @dataclass
@@ -543,10 +554,10 @@ class Supervisor:
                 )
             return
         if child is not None:
-            code = child.popen.poll()
-            if code is not None:
+            ended = child.exit_status()
+            if ended is not None:
                 self._children.pop(row.name)
-                self._after_exit(row, child, code)
+                self._after_exit(row, child, ended)
                 return
             if child.revision == row.revision:
                 if not child.reported_running and (
@@ -571,7 +582,7 @@ class Supervisor:
             # Started again once the old group is gone (a later pass).
             self._begin_stop(_Group(row.name, child.pid, child.start_time, child.popen))
             return
-        if row.pid is not None and self._stop_orphan(row):
+        if row.pid is not None and (self._adopt_orphan(row) or self._stop_orphan(row)):
             return
         backoff = self._backoff.get(row.name)
         if backoff is not None and time.monotonic() < backoff.not_before:
@@ -596,10 +607,29 @@ class Supervisor:
         else:
             forget()
 
+    def _adopt_orphan(self, row: SupervisedProcess) -> bool:
+        """A previous Iris's child, reported running for this wish and still alive with its
+        recorded start time: watched from now on instead of replaced, so nothing it was doing
+        (a delegated run, its reply) is cut short."""
+        assert row.pid is not None
+        if row.state != "running" or not process_alive(row.pid, row.pid_start_time):
+            return False
+        log.warning(
+            "agent %s: pid %d was left running by an Iris that did not stop it; watching it",
+            row.name,
+            row.pid,
+        )
+        note(row.log_path, f"adopted pid {row.pid}, left running by a previous Iris")
+        self._children[row.name] = _Child(
+            row.pid, None, row.revision, row.pid_start_time, time.monotonic(), True
+        )
+        return True
+
     def _stop_orphan(self, row: SupervisedProcess) -> bool:
-        """A pid in the row but no child of ours: a previous Iris's child, alive if its start
-        time still matches. Stop it (we cannot watch a process that is not our child); the
-        row's pid is cleared once its group is gone. True while that is under way."""
+        """A pid in the row but no child of ours that :meth:`_adopt_orphan` would not take: a
+        previous Iris's child never reported running for this wish, or a group whose leader is
+        gone. Stop what is left of it; the row's pid is cleared once its group is gone. True
+        while that is under way."""
         assert row.pid is not None
         group = _Group(row.name, row.pid, row.pid_start_time)
 
@@ -641,7 +671,8 @@ class Supervisor:
             )
         finally:
             os.close(fd)
-        child = _Child(popen, row.revision, process_start_time(popen.pid), time.monotonic())
+        start_time = process_start_time(popen.pid)
+        child = _Child(popen.pid, popen, row.revision, start_time, time.monotonic())
         self._children[row.name] = child
         log.info("agent %s: started pid %d (%s)", row.name, popen.pid, what)
         self._store.report(
@@ -653,7 +684,7 @@ class Supervisor:
             revision=row.revision,
         )
 
-    def _after_exit(self, row: SupervisedProcess, child: _Child, code: int) -> None:
+    def _after_exit(self, row: SupervisedProcess, child: _Child, exit_text: str) -> None:
         ran = time.monotonic() - child.started
         # A gunicorn master killed on its own leaves its worker holding the ports: clear the
         # whole group; the next start waits until it is gone.
@@ -661,7 +692,6 @@ class Supervisor:
         if leftover.alive():
             self._begin_stop(leftover, kill=True)
         delay = self._schedule_restart(row.name, ran)
-        exit_text = describe_exit(code)
         log.warning(
             "agent %s: pid %d %s after %.1fs; restarting in %.1fs",
             row.name,

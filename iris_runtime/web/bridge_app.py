@@ -28,6 +28,7 @@ from iris_runtime.bridge.protocol import (
 )
 from iris_runtime.bridge.service import BridgeService
 from iris_runtime.errors import InvalidInput
+from iris_runtime.failpoints import failpoint
 from iris_runtime.web.auth import bearer_token, token_matches
 from iris_runtime.web.bodies import json_object
 from iris_runtime.web.capacity import STREAMS, WAITS, HeldRequests
@@ -86,6 +87,7 @@ def bridge() -> Response:
     slot = hold(STREAMS if streamed else WAITS)  # 503 at the limit, before any job exists
     with slot.released_on_failure():
         job = service.handle(parsed)
+    failpoint("bridge.request_accepted")  # the job is logged and running; nothing sent yet
     if streamed:
         response = Response(
             _stream(job, service.settings.bridge_heartbeat_seconds), mimetype=NDJSON

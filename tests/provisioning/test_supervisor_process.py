@@ -234,7 +234,7 @@ def test_agent_runs_restarts_after_kill_and_is_removed(
     assert service.remove("digest", lines.append) is False  # idempotent
 
 
-def test_agents_stop_and_start_with_iris_and_orphans_are_replaced(
+def test_agents_stop_and_start_with_iris_and_orphans_are_adopted(
     reap_agents: None, start_iris: StartIris, tmp_path: Path
 ) -> None:
     iris = start_iris(**IRIS_ENV)
@@ -269,22 +269,61 @@ def test_agents_stop_and_start_with_iris_and_orphans_are_replaced(
     assert refused.value.message == NO_SUPERVISOR
     assert not service.exists("other")
 
-    # The next Iris stops the orphan before starting a fresh agent it can watch.
+    # The next Iris adopts the orphan: the same process serves on (whatever it was doing, a
+    # delegated run say, goes on), now watched by the new supervisor...
     iris = start_iris(iris.data_dir, **IRIS_ENV)
+    wait_for(lambda: "did not stop it; watching it" in iris.log_tail(200), "the adoption")
+    assert alive(second) and healthy(launch) and running_pid(iris.data_dir) == second
+    assert f"adopted pid {second}" in (launch.home / "logs" / "agent.log").read_text()
+    # ...which starts a fresh one when it ends, as it would for a child of its own.
+    os.killpg(second, signal.SIGKILL)
     wait_for(
         lambda: (
             (r := row(iris.data_dir)) is not None
             and r.state == "running"
             and r.pid not in (None, second)
         ),
-        "a fresh agent after the orphan",
+        "a fresh agent after the adopted one ended",
     )
-    assert not alive(second)
+    ended = row(iris.data_dir)
+    assert ended is not None and ended.last_exit is not None
+    assert ended.last_exit.startswith("ended (status unknown")
     wait_for(lambda: healthy(launch), "the fresh agent's /health")
-    assert "left running by an Iris that did not stop it" in iris.log_tail(200)
 
     assert service.remove("digest", lambda line: None)
     assert port_free(launch.api_port) and port_free(launch.bridge_port)
+
+
+def test_an_orphan_never_reported_running_for_the_current_wish_is_replaced(
+    reap_agents: None, start_iris: StartIris, tmp_path: Path
+) -> None:
+    """An orphan Iris cannot vouch for (its wish was renewed after it started, or it died
+    before it was reported running) is stopped and a fresh agent started."""
+    iris = start_iris(**IRIS_ENV)
+    service = ProcessService(iris.data_dir)
+    launch = agent_launch(tmp_path)
+    service.install(launch, lambda line: None)
+    orphan = running_pid(iris.data_dir)
+    wait_for(lambda: healthy(launch), "the agent's /health")
+    kill_iris_hard(iris)
+    recorded = row(iris.data_dir)
+    assert recorded is not None and recorded.pid == orphan and alive(orphan)
+    with SupervisedStore(iris.data_dir) as store:  # the row as Iris left it had she died sooner
+        store.report("digest", state="starting", pid=orphan, pid_start_time=recorded.pid_start_time)
+
+    iris = start_iris(iris.data_dir, **IRIS_ENV)
+    wait_for(
+        lambda: (
+            (r := row(iris.data_dir)) is not None
+            and r.state == "running"
+            and r.pid not in (None, orphan)
+        ),
+        "a fresh agent after the orphan",
+    )
+    assert not alive(orphan)
+    wait_for(lambda: healthy(launch), "the fresh agent's /health")
+    assert "left running by an Iris that did not stop it" in iris.log_tail(200)
+    assert service.remove("digest", lambda line: None)
 
 
 def test_install_fails_cleanly(reap_agents: None, start_iris: StartIris, tmp_path: Path) -> None:
