@@ -1,0 +1,56 @@
+"""The shipped relay fake (:mod:`iris_runtime.testing.relay_agent`) taught one more word for crash
+trials: ``drip N MS`` streams N deltas ``MS`` milliseconds apart, then ends the turn. A turn that
+lasts a known while gives a kill a span to land in; every other word is the fake's own.
+
+Run as a script (``python dripping_relay.py PORT SOCKET RECORD``), through :class:`DrippingRelay`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from iris_runtime.testing import relay_agent
+from iris_runtime.testing.relay_agent import RelayAgent, listening
+
+SCRIPT = Path(__file__).resolve()
+_plain_answer = relay_agent._answer
+
+
+def _answer(reach: relay_agent.Reach, msg: dict[str, Any], word: str, rest: str) -> None:
+    if word != "drip":
+        _plain_answer(reach, msg, word, rest)
+        return
+    count, pause_ms = (int(n) for n in rest.split()[:2])
+    reach.pause = pause_ms / 1000  # before every request, done included
+    for n in range(count):
+        reach("turn.delta", turn_id=msg["turn_id"], text=f"{n} ")
+    reach("turn.done", turn_id=msg["turn_id"])
+
+
+class DrippingRelay(RelayAgent):
+    """The relay fake as a real process, with ``drip``, which a test can SIGKILL and start again."""
+
+    def start(self, timeout: float = 60.0) -> DrippingRelay:
+        argv = [sys.executable, str(SCRIPT), str(self.port), str(self.socket_path)]
+        self.process = subprocess.Popen([*argv, str(self.record)])
+        deadline = time.monotonic() + timeout
+        while not listening(self.port):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"the relay agent did not start on port {self.port}")
+            time.sleep(0.02)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no goodbye to anyone."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(30)
+
+
+if __name__ == "__main__":
+    relay_agent._answer = _answer  # answer() looks it up for every message
+    relay_agent.main()
