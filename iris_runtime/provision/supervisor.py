@@ -171,6 +171,17 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
+def _runs(pid: int, command: tuple[str, ...], cwd: Path) -> bool:
+    """Whether ``pid`` runs ``command`` in ``cwd`` (a program that rewrites its own title does
+    not match, and is then replaced rather than adopted)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        where = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return False
+    return tuple(os.fsdecode(arg) for arg in argv) == command and where == cwd.resolve()
+
+
 def signal_group(pgid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
@@ -257,11 +268,13 @@ def stop_recorded(name: str, pid: int, start_time: int | None) -> None:
     stop_groups([_Group(name, pid, start_time)])
 
 
-def open_log(path: Path) -> int:
-    """The agent's log for appending (0600, rotated once past ``LOG_ROTATE_BYTES``)."""
+def open_log(path: Path, *, rotate: bool = True) -> int:
+    """The agent's log for appending (0600). With ``rotate`` (a child about to start), one past
+    ``LOG_ROTATE_BYTES`` is moved to ``<log>.1`` first; never while a child may be writing
+    to it, which would keep writing to the moved file."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
-        if path.stat().st_size > LOG_ROTATE_BYTES:
+        if rotate and path.stat().st_size > LOG_ROTATE_BYTES:
             os.replace(path, path.with_name(path.name + ".1"))
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.fchmod(fd, 0o600)
@@ -290,7 +303,7 @@ def rotate_log(path: Path) -> bool:
 def note(path: Path, line: str) -> None:
     """Append one supervisor line to an agent's log (what happened to it, next to its output)."""
     try:
-        fd = open_log(path)
+        fd = open_log(path, rotate=False)  # the agent may be running and writing to it
     except OSError:
         return
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -614,11 +627,14 @@ class Supervisor:
         assert row.pid is not None
         if row.state != "running" or not process_alive(row.pid, row.pid_start_time):
             return False
+        if not _runs(row.pid, row.command, row.cwd):
+            return False  # the pid and start time match by chance (after a reboot, say)
         log.warning(
             "agent %s: pid %d was left running by an Iris that did not stop it; watching it",
             row.name,
             row.pid,
         )
+        rotate_log(row.log_path)  # nobody bounded it while no Iris ran
         note(row.log_path, f"adopted pid {row.pid}, left running by a previous Iris")
         self._children[row.name] = _Child(
             row.pid, None, row.revision, row.pid_start_time, time.monotonic(), True

@@ -304,8 +304,11 @@ def test_a_reply_outlives_a_killed_iris_that_supervises_the_agent(
     write_script(Path(iris.env["IRIS_SCRIPT_FILE"]), moments)
     figures = tally("bridge: Iris SIGKILLed mid-run with the agent she supervises, recovered")
     broken: list[str] = []
+    adopted = agent.pid(iris)
     for moment in moments:
         seen, detail = iris_kill_trial(iris, agent.name, agent.home, tmp_path / "none", moment)
+        if agent.pid(iris) != adopted:  # each restarted Iris watches the same process
+            broken.append(f"trial {moment.trial}: the agent was replaced, not adopted")
         verdict(figures, moment, seen, detail)
         failure = round_trip(iris, f"iris-kill-{moment.trial}", agent.name, moment.trial)
         if failure:

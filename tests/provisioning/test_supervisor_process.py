@@ -269,12 +269,21 @@ def test_agents_stop_and_start_with_iris_and_orphans_are_adopted(
     assert refused.value.message == NO_SUPERVISOR
     assert not service.exists("other")
 
+    # Its log grew past the limit while nobody watched it.
+    agent_log = launch.home / "logs" / "agent.log"
+    with agent_log.open("ab") as padding:
+        padding.write(b"x" * (10 * 1024 * 1024 + 1) + b"\n")
+    written_to = agent_log.stat().st_ino
+
     # The next Iris adopts the orphan: the same process serves on (whatever it was doing, a
     # delegated run say, goes on), now watched by the new supervisor...
     iris = start_iris(iris.data_dir, **IRIS_ENV)
     wait_for(lambda: "did not stop it; watching it" in iris.log_tail(200), "the adoption")
     assert alive(second) and healthy(launch) and running_pid(iris.data_dir) == second
-    assert f"adopted pid {second}" in (launch.home / "logs" / "agent.log").read_text()
+    # ...its log bounded in place (copied and truncated), never moved away from under it.
+    assert agent_log.stat().st_ino == written_to and agent_log.stat().st_size < 1024 * 1024
+    assert (launch.home / "logs" / "agent.log.1").stat().st_size > 10 * 1024 * 1024
+    assert f"adopted pid {second}" in agent_log.read_text()
     # ...which starts a fresh one when it ends, as it would for a child of its own.
     os.killpg(second, signal.SIGKILL)
     wait_for(

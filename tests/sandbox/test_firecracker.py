@@ -113,6 +113,24 @@ def test_a_vmm_slow_to_listen_is_waited_for(
     assert not results["probe"]["isError"], results["probe"]["result"]
 
 
+def test_relative_paths_are_from_iris_s_own_folder(
+    tmp_path: Path, start_iris: Callable[..., IrisServer]
+) -> None:
+    """The VM's helper runs in the workspace: a relative kernel, rootfs or jail folder in the
+    settings still means what it meant where Iris was started (this test's folder)."""
+    _require()
+    env, _ = _environment(tmp_path)
+    for name in (
+        "IRIS_FIRECRACKER_KERNEL",
+        "IRIS_FIRECRACKER_ROOTFS",
+        "IRIS_FIRECRACKER_CHROOT_BASE",
+    ):
+        env[name] = os.path.relpath(env[name])
+    iris, report, results = served_turn(start_iris, tmp_path, "firecracker", **env)
+    assert_boundary(iris.data_dir, report, results)
+    assert list((tmp_path / "jail" / "firecracker").iterdir()) == []  # and cleaned up there
+
+
 def test_firecracker_net_plans_a_tap_device_and_removes_it(
     tmp_path: Path, start_iris: Callable[..., IrisServer]
 ) -> None:

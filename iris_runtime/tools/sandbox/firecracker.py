@@ -76,9 +76,12 @@ class FirecrackerSandbox:
         self.view = sandboxed_view(spec.data_dir, work_folder(spec.data_dir))
         self._firecracker = env.get("IRIS_FIRECRACKER_BIN") or shutil.which("firecracker")
         self._jailer = env.get("IRIS_JAILER_BIN") or shutil.which("jailer")
-        self._kernel = env.get("IRIS_FIRECRACKER_KERNEL", "")
-        self._rootfs = env.get("IRIS_FIRECRACKER_ROOTFS", "")
-        self._chroot_base = env.get("IRIS_FIRECRACKER_CHROOT_BASE") or DEFAULT_CHROOT_BASE
+        # Absolute from here on: the VM's helper runs in the workspace, and changes folder.
+        self._kernel = _absolute(env.get("IRIS_FIRECRACKER_KERNEL", ""))
+        self._rootfs = _absolute(env.get("IRIS_FIRECRACKER_ROOTFS", ""))
+        self._chroot_base = _absolute(
+            env.get("IRIS_FIRECRACKER_CHROOT_BASE") or DEFAULT_CHROOT_BASE
+        )
         subnet = env.get("IRIS_FIRECRACKER_SUBNET") or DEFAULT_SUBNET
         try:
             self._taps = TapAllocator(
@@ -159,6 +162,11 @@ class FirecrackerSandbox:
             # The helper holds the lease too, for as long as its VM and device live.
             pass_fds=(lease.fd,) if lease and lease.fd is not None else (),
         )
+
+
+def _absolute(path: str) -> str:
+    """``path`` made absolute against Iris's own folder; empty stays empty."""
+    return os.path.abspath(path) if path else ""
 
 
 def _release(lease: TapLease | None) -> None:

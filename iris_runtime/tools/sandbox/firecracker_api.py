@@ -42,9 +42,10 @@ def wait_for_socket(path: Path, seconds: float, alive: Any) -> None:
 
 def _accepts(path: Path) -> bool:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)  # a full backlog blocks a connect: the deadline still counts
         try:
             sock.connect(str(path))
-        except (FileNotFoundError, ConnectionRefusedError):
+        except (FileNotFoundError, ConnectionRefusedError, TimeoutError, BlockingIOError):
             return False
     return True
 
