@@ -34,6 +34,7 @@ from iris_runtime.engine.transport import TransportEvent, TransportRegistry
 from iris_runtime.errors import EngineStopping
 from iris_runtime.events.schedule import Clock
 from iris_runtime.events.state import Firing, FiringStore
+from iris_runtime.failpoints import failpoint
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +207,8 @@ class Delivery:
             else:
                 log.info("events: %s already ran for %s; not again", row.event, row.key)
         self._store.put(f.with_state("pending") for f in fresh.values())
+        if fresh:
+            failpoint("events.pending_recorded")  # recorded, not yet offered to a queue
         with self._lock:
             taken = {id(h) for h in held}
             kept = {id(h) for h in self._held} & taken  # not cancelled meanwhile
@@ -350,10 +353,15 @@ class Delivery:
         try:
             consumed = [f for f in firings if f.kind != "periodic"]
             periodic = [f for f in firings if f.kind == "periodic"]
+            # The crash trials (tests/faults) kill Iris between each of these steps.
+            failpoint("events.taken")  # in a channel's queue, nothing recorded yet
             if consumed:
                 self._store.set_state((f.ident for f in consumed), "accepted")
+                failpoint("events.accepted_recorded")
                 done = [f for f in consumed if self._consume(f)]
+                failpoint("events.file_removed")
                 self._store.set_state((f.ident for f in done), "done")
+                failpoint("events.done_recorded")  # its run may still be waiting or running
             if periodic:
                 self._store.finish_periodic(periodic)
         except Exception:

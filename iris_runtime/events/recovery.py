@@ -13,7 +13,8 @@ at most :data:`MAX_DELIVERIES` times in all. So, per unsettled firing:
 * pending, and the file was deleted or replaced while Iris was down: forgotten (moot);
 * accepted (or done) but did not run (lost with the in-memory queue, or cut short): delivered
   again from the recorded prompt; its file, if still there, is removed only once that delivery
-  is accepted, so a crash meanwhile loses nothing either;
+  is accepted (and the watcher has seen the file, so a late report of it is not taken for a
+  new one), so a crash meanwhile loses nothing either;
 * the channel's log cannot be read: nothing is decided. The firing is neither re-run nor removed,
   and its file is not delivered either; verification is tried again every
   :data:`VERIFY_RETRY_SECONDS` until the log can be read.

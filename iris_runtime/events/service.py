@@ -422,12 +422,28 @@ class EventService:
             self._delivery.hold([f for f in released if f.ident in pending])
 
     def _consume(self, firing: Firing) -> bool:
-        """Remove the file the firing came from; True once it is gone (or is a newer file)."""
+        """Remove the file the firing came from; True once it is gone (or is a newer file).
+
+        A firing delivered again at start-up may get here before the watcher has reported its
+        file. The watcher may have read it already, and its report, arriving after the
+        removal, would look like a new file with the same content and run it again. So the
+        file is left, and the firing stays accepted, until the watcher reports it: it then
+        comes back here as an accepted firing whose file is left to remove (see delivery)."""
         with self._lock:
             active = self._active.get(firing.event)
-            if active is not None and active.digest == firing.digest:
+            reported = active is not None and active.digest == firing.digest
+            if active is not None and reported:
                 active.consumed = True
+        if not reported and self._holds(firing):
+            return False
         return self._remove_fired(firing, "it ran")
+
+    def _holds(self, firing: Firing) -> bool:
+        """Whether the firing's file still holds the version that fired."""
+        try:
+            return digest(read_bounded(self.data_dir / firing.event)) == firing.digest
+        except OSError:
+            return False
 
     def _remove_fired(self, firing: Firing, why: str) -> bool:
         """Remove the version of the file that fired, never another; True unless that failed."""
