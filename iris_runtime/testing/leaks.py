@@ -4,9 +4,10 @@ test's processes wrote) and the command lines of every process that ran meanwhil
 
 ``CommandLineSampler`` reads ``/proc/*/cmdline`` in a background thread while the test runs: a
 secret passed as an argument is visible to every user of the host for as long as its process
-lives, so a short-lived one is caught by sampling often. ``scan_files`` reads every regular file
-under a folder but the ones a caller allows (the secret store itself, the 0600 token files that
-exist to hold a token). A finding names the canary by its label, never by its value, so the
+lives, so sampling often catches most (a process shorter than the interval can slip through:
+where a journal exists, its ``_CMDLINE`` fields are a second record). ``scan_files`` reads every
+regular file under a folder; a caller allows a canary in the secret store's own data and in
+the 0600 token file that exists to hold it, and nowhere else. A finding names the canary by its label, never by its value, so the
 failure message does not spread the secret further.
 """
 
@@ -96,12 +97,18 @@ class CommandLineSampler:
         return found
 
 
-def private_file(*names: str) -> Callable[[Path], bool]:
-    """Allows files named ``names`` that only their owner can read or write: the token files
-    whose whole purpose is to hold a token (``api-token``, ``agents.json``, ...)."""
+# Whether a canary (by its label) may be in a file: the store's own data, a token file and the
+# token it exists to hold.
+Allowance = Callable[[Path, str], bool]
 
-    def allowed(path: Path) -> bool:
-        if path.name not in names:
+
+def private_file(names: Iterable[str], holding: Iterable[str]) -> Allowance:
+    """Allows the canaries labelled ``holding`` in files named ``names`` that only their owner
+    can read or write: a token file holds its token, and nothing else."""
+    named, held = frozenset(names), frozenset(holding)
+
+    def allowed(path: Path, label: str) -> bool:
+        if path.name not in named or label not in held:
             return False
         mode = os.stat(path, follow_symlinks=False).st_mode
         return stat.S_ISREG(mode) and not mode & 0o077
@@ -109,11 +116,11 @@ def private_file(*names: str) -> Callable[[Path], bool]:
     return allowed
 
 
-def under(*folders: Path) -> Callable[[Path], bool]:
+def under(*folders: Path) -> Allowance:
     """Allows everything below ``folders`` (a secret store's own data)."""
     roots = [folder.resolve() for folder in folders]
 
-    def allowed(path: Path) -> bool:
+    def allowed(path: Path, label: str) -> bool:
         resolved = path.resolve()
         return any(resolved.is_relative_to(root) for root in roots)
 
@@ -121,31 +128,42 @@ def under(*folders: Path) -> Callable[[Path], bool]:
 
 
 def scan_files(
-    root: Path, canaries: Mapping[str, str], allowed: Iterable[Callable[[Path], bool]] = ()
+    root: Path, canaries: Mapping[str, str], allowed: Iterable[Allowance] = ()
 ) -> list[Leak]:
-    """Every regular file under ``root`` (symlinks not followed) that holds a canary, but those
-    an ``allowed`` check accepts."""
+    """Every canary in a regular file under ``root`` (symlinks not followed) that no
+    ``allowed`` check accepts there. A folder or file that cannot be read is a finding too:
+    what was not read was not checked."""
     checks = list(allowed)
     overlap = max((len(value.encode()) for value in canaries.values()), default=1)
-    found = []
-    for folder, _, files in os.walk(root):
+    found: list[Leak] = []
+
+    def unreadable(error: OSError) -> None:
+        if not isinstance(error, FileNotFoundError):  # gone meanwhile: nothing to read
+            found.append(Leak("(unreadable)", f"{error.filename}: {error.strerror}"))
+
+    for folder, _, files in os.walk(root, onerror=unreadable):
         for name in files:
             path = Path(folder) / name
-            if not path.is_file() or path.is_symlink() or any(check(path) for check in checks):
+            if not path.is_file() or path.is_symlink():
                 continue
-            for label in _file_canaries(path, canaries, overlap):
-                found.append(Leak(label, str(path)))
+            try:
+                labels = _file_canaries(path, canaries, overlap)
+            except OSError as error:
+                unreadable(error)
+                continue
+            found += [
+                Leak(label, str(path))
+                for label in sorted(labels)
+                if not any(check(path, label) for check in checks)
+            ]
     return found
 
 
 def _file_canaries(path: Path, canaries: Mapping[str, str], overlap: int) -> set[str]:
     labels: set[str] = set()
-    try:
-        with open(path, "rb") as handle:
-            tail = b""
-            while chunk := handle.read(_CHUNK):
-                labels.update(find_canaries(tail + chunk, canaries))
-                tail = chunk[-overlap:]
-    except OSError:
-        pass  # a socket or a file removed while scanning
+    with open(path, "rb") as handle:
+        tail = b""
+        while chunk := handle.read(_CHUNK):
+            labels.update(find_canaries(tail + chunk, canaries))
+            tail = chunk[-overlap:]
     return labels

@@ -36,9 +36,9 @@ from tests.bridge.fault_tools import Background, kill_hard, log_entries, wait_fo
 
 SECRET = "WEATHER_API_KEY"
 USER = 1001  # the fake Telegram's default sender
-# Files that exist to hold a token, readable by their owner only: Iris's registry of agents
-# (each agent's token) and an agent's own token file.
-TOKEN_FILES = private_file("agents.json", "api-token", "bridge-token")
+# The one file that exists to hold a token here, readable by its owner only: Iris's registry of
+# agents holds each agent's token (the others come in through the environment).
+TOKEN_FILES = private_file(["agents.json"], ["the sub-agent's bridge token"])
 
 
 def _hex(prefix: str) -> str:
@@ -53,6 +53,13 @@ def fakes() -> Iterator[tuple[FakeAnthropic, FakeTelegram, FakeSlack]]:
         yield llm, telegram, slack
 
 
+def _own_folders(folder: Path) -> dict[str, str]:
+    """HOME and TMPDIR inside the scanned folder: whatever a process writes there is read."""
+    for name in ("home", "tmp"):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+    return {"HOME": str(folder / "home"), "TMPDIR": str(folder / "tmp")}
+
+
 def _serve_iris(
     start_iris: Callable[..., IrisServer],
     folder: Path,
@@ -62,6 +69,7 @@ def _serve_iris(
     llm, telegram, slack = fakes
     return start_iris(
         folder / "iris",
+        **_own_folders(folder / "iris-files"),
         IRIS_PROVIDER="anthropic",
         ANTHROPIC_API_KEY=llm.api_key,
         ANTHROPIC_BASE_URL=llm.base_url,
@@ -90,6 +98,7 @@ def _weather_agent(agents: SubAgents, iris: IrisServer, folder: Path) -> SubAgen
         "weather",
         rules,
         token=_hex("bridge-canary-"),
+        **_own_folders(folder / "agent-files"),
         IRIS_SECRETS_MODE="store",
         IRIS_SECRET_BROKER_URL=iris.url,
     )
@@ -113,7 +122,7 @@ def _use_every_entry_point(
     slack.wait_for(lambda fake: fake.bot_messages(channel), "a Slack reply", 30)
 
 
-def _crash_mid_delegation_and_recover(iris: IrisServer) -> None:
+def _crash_mid_delegation_and_recover(iris: IrisServer, agent: SubAgent) -> None:
     """SIGKILL Iris while the sub-agent works, start it again, fetch the reply by hand."""
     pending = Background(
         lambda: iris.post("/sessions/crash/message", json_body={"text": "@weather slow job"})
@@ -125,6 +134,9 @@ def _crash_mid_delegation_and_recover(iris: IrisServer) -> None:
         30,
         "the bridge_call marker",
     )
+    # The marker is logged before the call: kill once the sub-agent really has the job.
+    job = agent.server.data_dir / "bridge-jobs" / f"{marker['requestId']}.jsonl"
+    wait_for(job.exists, 30, "the sub-agent's job log")
     kill_hard(iris)
     with contextlib.suppress(OSError, http.client.HTTPException, AssertionError):
         pending.join(30)
@@ -158,7 +170,7 @@ def test_no_planted_secret_is_anywhere_it_should_not_be(
             agent = _weather_agent(agents, iris, tmp_path)
             register(iris, "weather", agent.bridge_url, "--secret", SECRET, token=agent.token)
             _use_every_entry_point(iris, agent, fakes)
-            _crash_mid_delegation_and_recover(iris)
+            _crash_mid_delegation_and_recover(iris, agent)
         finally:
             agents.stop_all()
             # start_iris stops Iris at teardown; stop it now so its last words are on disk.

@@ -30,6 +30,7 @@ import requests
 
 from iris_runtime.agents.ports import can_bind
 from iris_runtime.testing.leaks import (
+    Allowance,
     CommandLineSampler,
     Leak,
     find_canaries,
@@ -499,15 +500,25 @@ def test_reboot_brings_openbao_back_unsealed_and_iris_healthy(site: Site) -> Non
     assert ALLOWED_SECRET in done.stdout
 
 
-# Where the roles and the services write on the host. /usr is the distribution's, and the store's
-# own data (OpenBao's raft folder) is where the secrets belong.
-WRITTEN = ("/iris", "/etc", "/var", "/run", "/tmp", "/root", "/home", "/srv", "/opt")
-# Files that exist to hold a credential, readable by their owner only: Iris's API token and env
-# file (its platform tokens), the registry of agents' tokens, the agents' own token files,
-# OpenBao's unseal keys (auto_unseal) and its broker login.
-HOST_TOKEN_FILES = private_file(
-    "api-token", ".env", "agents.json", "bridge-token", "unseal-keys.json", "broker-token"
-)
+# Where the roles and the services write on the host. /usr is the distribution's (but for
+# /usr/local, where the roles install programs), and the store's own data (OpenBao's raft folder)
+# is where the secrets belong.
+WRITTEN = ("/iris", "/etc", "/var", "/run", "/tmp", "/root", "/home", "/srv", "/opt", "/usr/local")
+
+
+def host_token_files(canaries: dict[str, str]) -> list[Allowance]:
+    """The files that exist to hold a credential, readable by their owner only, each allowed
+    the credentials it is for: an API token file its runtime's token (Iris's, or an agent's in
+    the agent's home), Iris's env file its platform token, the registry the agents' tokens,
+    OpenBao's unseal file (auto_unseal) its keys."""
+    agents = [label for label in canaries if label.startswith("agent ")]
+    unseal = [label for label in canaries if label.startswith("OpenBao unseal key")]
+    return [
+        private_file(["api-token"], ["Iris's API token", *agents]),
+        private_file([".env"], ["the stored secret TELEGRAM_BOT_TOKEN"]),
+        private_file(["agents.json"], agents),
+        private_file(["unseal-keys.json"], unseal),
+    ]
 
 
 def planted_canaries(site: Site) -> dict[str, str]:
@@ -524,11 +535,13 @@ def planted_canaries(site: Site) -> dict[str, str]:
 
 
 def host_leaks(site: Site, canaries: dict[str, str]) -> list[Leak]:
-    allowed = [HOST_TOKEN_FILES, under(site.path("/var/lib/openbao"))]
+    allowed = [*host_token_files(canaries), under(site.path("/var/lib/openbao"))]
     found = []
     for folder in WRITTEN:
         found += scan_files(site.path(folder), canaries, allowed)
-    journal = site.run("journalctl", "--no-pager", "-o", "cat", timeout=120)
+    # Every field, not only the message: _CMDLINE records the command line of each process
+    # that logged, however short-lived.
+    journal = site.run("journalctl", "--no-pager", "-o", "json", timeout=120)
     found += [
         Leak(label, "the host's journal") for label in find_canaries(journal.encode(), canaries)
     ]
