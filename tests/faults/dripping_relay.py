@@ -1,6 +1,8 @@
 """The shipped relay fake (:mod:`iris_runtime.testing.relay_agent`) taught one more word for crash
-trials: ``drip N MS`` streams N deltas ``MS`` milliseconds apart, then ends the turn. A turn that
-lasts a known while gives a kill a span to land in; every other word is the fake's own.
+trials: ``drip N MS [HOLD_MS]`` streams N deltas ``MS`` milliseconds apart, holds the turn open
+``HOLD_MS`` more, then ends it. A turn that lasts a known while gives a kill a span to land in,
+and the hold keeps a kill that a loaded machine delivers late inside the turn; every other word
+is the fake's own.
 
 Run as a script (``python dripping_relay.py PORT SOCKET RECORD``), through :class:`DrippingRelay`.
 """
@@ -24,10 +26,11 @@ def _answer(reach: relay_agent.Reach, msg: dict[str, Any], word: str, rest: str)
     if word != "drip":
         _plain_answer(reach, msg, word, rest)
         return
-    count, pause_ms = (int(n) for n in rest.split()[:2])
+    count, pause_ms, hold_ms = ([int(n) for n in rest.split()[:3]] + [0])[:3]
     reach.pause = pause_ms / 1000  # before every request, done included
     for n in range(count):
         reach("turn.delta", turn_id=msg["turn_id"], text=f"{n} ")
+    time.sleep(hold_ms / 1000)
     reach("turn.done", turn_id=msg["turn_id"])
 
 

@@ -45,10 +45,11 @@ __all__ = ["setup"]  # the custom-agent suite's served Iris, used as a fixture h
 
 DRIP_CHUNKS = 12
 DRIP_PAUSE_MS = 150
-# The relay's kill window. Its drip lasts a pause longer (one before done), so a kill always lands
-# before the turn could end.
+# The relay's kill window. Its turn lasts a pause and a hold longer (under the silence limit), so
+# a kill always lands before the turn could end, even one a loaded machine delivers late.
 DRIP_SPAN = DRIP_CHUNKS * DRIP_PAUSE_MS / 1000
-RELAY_SILENCE_MS = 3000  # how a killed relay's turn ends (5 minutes in the product)
+DRIP_HOLD_MS = 2500
+RELAY_SILENCE_MS = 4000  # how a killed relay's turn ends (5 minutes in the product)
 REPLY_TIMEOUT = 120.0  # generous: the machine is shared and loaded
 SEED = os.environ.get("IRIS_FAULT_SEED") or secrets.token_hex(4)
 # setup.cfg's 120 s per test would cut a long run short: a generous 30 s per trial instead.
@@ -236,7 +237,7 @@ def relay_trial(setup: Setup, agent: DrippingRelay, number: int, opened: list[SS
     stream = watch(setup.iris, session, opened)
     trial = Trial(number, session, seed, delay, "the POST arrived", stream)
     posts_before, seen_before = len(agent.posts("message")), len(agent.entries())
-    text = f"@butler drip {DRIP_CHUNKS} {DRIP_PAUSE_MS}"
+    text = f"@butler drip {DRIP_CHUNKS} {DRIP_PAUSE_MS} {DRIP_HOLD_MS}"
     pending = in_background(lambda: setup.ask(session, text))
     wait_until(lambda: len(agent.posts("message")) > posts_before, timeout=REPLY_TIMEOUT)
     time.sleep(trial.delay)  # the chosen kill moment, not a wait for anything

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +51,21 @@ def start_spawn(iris: IrisServer, session: str, task: str) -> None:
         iris.post(f"/sessions/{session}/message", json_body={"text": text}, timeout=30)
 
 
+def wait_until_all_delivered(iris: IrisServer, timeout: float = 60) -> None:
+    """Until every announce in the outbox is delivered (read from ``state.db``, read-only)."""
+    uri = f"file:{iris.data_dir / 'state.db'}?mode=ro"
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10)) as db:
+            waiting = db.execute(
+                "SELECT count(*) FROM subagent_announces WHERE state IN ('pending', 'logged')"
+            ).fetchone()[0]
+        if waiting == 0:
+            return
+        assert time.monotonic() < deadline, f"{waiting} announces never delivered"
+        time.sleep(0.1)
+
+
 @pytest.mark.parametrize("point", sorted(POINTS))
 def test_every_run_is_announced_exactly_once(serve: Serve, tmp_path: Path, point: str) -> None:
     armed = tmp_path / "failpoint"
@@ -69,7 +85,7 @@ def test_every_run_is_announced_exactly_once(serve: Serve, tmp_path: Path, point
         assert POINTS[point] in announce["text"], announce["text"]
         if point == "subagents.child_running":
             assert "Iris restarted while this sub-agent was running" in announce["text"]
-    time.sleep(1.0)  # a duplicate would be delivered by now
+    wait_until_all_delivered(iris)  # nothing left that could still be delivered twice
     figures = tally(f"session sub-agent, Iris killed at {point}")
     for session in sessions:
         figures.record(expected=1, seen=len(announces(iris, session)), what=session)
