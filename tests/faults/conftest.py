@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from tests.faults.tally import REPORTS
+import pytest
+
+from tests.faults.tally import REPORTS, trials
 from tests.session_agents.conftest import llm, serve
 
 __all__ = ["llm", "serve"]  # a served Iris on the fake model, shared with the session-agent suite
@@ -16,3 +19,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.section("crash trials")
     for report in REPORTS:
         terminalreporter.write_line(f"faults: {report.line()}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A time budget that grows with the trial count (setup.cfg's 120 s per test would cut a
+    ``make faults TRIALS=100`` run short), for the trials here that set none of their own."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(300 + 30 * trials()))
