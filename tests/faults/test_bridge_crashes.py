@@ -297,7 +297,7 @@ def test_a_reply_outlives_a_killed_iris_that_supervises_the_agent(
     """As above, with the agent Iris's own supervisor runs (process mode): the agent outlives
     her, the next Iris adopts it rather than replacing it, and its run finishes."""
     iris = supervising_iris
-    count = max(trials() // 2, 1)  # each trial restarts Iris whole
+    count = trials()
     [agent] = spawn_agents(iris, 1, tmp_path)
     overhead = measure_overhead(iris, agent.name)
     moments = [plan(base_seed(), n, [], "the job was logged", overhead) for n in range(count)]
