@@ -73,8 +73,8 @@ from _common import (
     wait_healthy,
 )
 
+from iris_runtime.provision.process_groups import stop_recorded
 from iris_runtime.provision.process_service import ProcessService
-from iris_runtime.provision.supervisor import stop_recorded
 
 BENCH = "spawn_agents"
 REPO = Path(__file__).resolve().parents[1]

@@ -65,6 +65,7 @@ def with_subagent_lane(settings: Settings) -> Settings:
 def _session_agents(runtime: Runtime) -> SessionAgents | None:
     import sqlite3
 
+    from iris_runtime.session_agents.install import install
     from iris_runtime.session_agents.service import SessionAgents
 
     try:
@@ -72,7 +73,7 @@ def _session_agents(runtime: Runtime) -> SessionAgents | None:
     except (sqlite3.Error, OSError) as exc:
         log.error("session sub-agents are off: state.db cannot be used (%s)", exc)
         return None
-    service.install()
+    install(service)
     runtime.on_start(service.start)
     runtime.on_stop(service.stop)
     return service

@@ -7,10 +7,14 @@ chooses and registers, so concurrent spawns never pick the same port.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import socket
 from collections.abc import Iterable
+from pathlib import Path
 from urllib.parse import urlsplit
 
+from iris_runtime.agents.home import RECORDS_DIR
 from iris_runtime.agents.spawn_config import API_PORT_OFFSET, PortRange
 from iris_runtime.errors import IrisError
 
@@ -27,6 +31,24 @@ def ports_of(bridge_urls: Iterable[str]) -> set[int]:
         port = urlsplit(url).port
         if port is not None:
             taken.update((port, port + API_PORT_OFFSET))
+    return taken
+
+
+def port_of(url: str) -> int:
+    """The port of a bridge URL that spawn made (it always names one)."""
+    port = urlsplit(url).port
+    assert port is not None  # spawn chose it
+    return port
+
+
+def ports_of_homes(agents_dir: Path) -> set[int]:
+    """Ports recorded by agent homes: an agent whose registration was removed by hand still
+    holds its port while its unit or process runs."""
+    taken: set[int] = set()
+    for record_file in (agents_dir / RECORDS_DIR).glob("*.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            data = json.loads(record_file.read_text(encoding="utf-8"))
+            taken.update((int(data["bridge_port"]), int(data["api_port"])))
     return taken
 
 

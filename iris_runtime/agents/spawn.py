@@ -19,20 +19,17 @@ logs) under ``<agents dir>/.removed`` unless asked to purge it.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import os
 import secrets
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from iris_runtime.agents import agent_launch, managers
 from iris_runtime.agents.home import (
-    RECORDS_DIR,
     AgentRecord,
     archive_home,
     create_home,
@@ -40,7 +37,7 @@ from iris_runtime.agents.home import (
     delete_record,
     skills_list,
 )
-from iris_runtime.agents.ports import allocate_bridge_port, ports_of
+from iris_runtime.agents.ports import allocate_bridge_port, port_of, ports_of, ports_of_homes
 from iris_runtime.agents.readiness import wait_until_ready
 from iris_runtime.agents.registry import (
     AgentEntry,
@@ -50,32 +47,23 @@ from iris_runtime.agents.registry import (
 )
 from iris_runtime.agents.scaffold_commit import commit_repo_change
 from iris_runtime.agents.spawn_checks import (
-    INHERITED_VARS,
     MODES,
     check_extra_env,
     check_name,
     provider_key_vars,
+    resolve_skills,
 )
-from iris_runtime.agents.spawn_config import API_PORT_OFFSET, SpawnConfig, level_refusal
-from iris_runtime.config import TOKEN_FILE_NAME, Settings, known_api_token
-from iris_runtime.engine.skills import Skill, discover_skills, secrets_for_skills
+from iris_runtime.agents.spawn_config import API_PORT_OFFSET, SpawnConfig
+from iris_runtime.config import Settings, known_api_token
+from iris_runtime.engine.skills import Skill, secrets_for_skills
 from iris_runtime.errors import ConfigError, InvalidInput, IrisError, NotFound, ProvisionError
-from iris_runtime.provision.launch import (
-    PLATFORM_TOKEN_VARS,
-    AgentLaunch,
-    AgentService,
-    Progress,
-    no_progress,
-)
-from iris_runtime.tls import is_loopback, url_for
+from iris_runtime.provision.launch import AgentLaunch, AgentService, Progress, no_progress
+from iris_runtime.tls import url_for
 
 if TYPE_CHECKING:
     from iris_runtime.provision.docker import DockerAgents
 
 log = logging.getLogger(__name__)
-
-READY_POLL_SECONDS = 0.2
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass(frozen=True)
@@ -135,7 +123,7 @@ class Spawner:
         with contextlib.ExitStack() as undo:
             entry = self.registry.add(plan.name, self._choose_url, plan.allow_list, plan.token)
             undo.callback(self._unregister, plan.name)
-            port = _port_of(entry.bridge_url)
+            port = port_of(entry.bridge_url)
             self.progress(
                 f"registered {plan.name}: bridge port {port}, API port {port + API_PORT_OFFSET}, "
                 f"secrets {', '.join(entry.secrets) or '-'}"
@@ -161,7 +149,7 @@ class Spawner:
                 plan.manager,
                 self.config.health_timeout_seconds,
                 self.progress,
-                token=self._bridge_token(entry),
+                token=self.bridge_token(entry),
                 cacert=self.settings.tls_cacert,
             )
             undo.pop_all()
@@ -266,7 +254,7 @@ class Spawner:
         if record is None:
             raise NotFound(f"no spawned agent named {name!r} (no record)")
         if record.manager == "docker":
-            from iris_runtime.provision.docker import container_name, start_container
+            from iris_runtime.provision.docker_cli import container_name, start_container
 
             self.progress(f"docker start {container_name(name)}")
             start_container(container_name(name))
@@ -274,7 +262,7 @@ class Spawner:
             self.service(record.manager).start(name, self.progress)
         # The launch only tells where to look: its environment is not used to start anything.
         launch = self.launch_for(record, self.config.agents_dir / name, {})
-        token = self._bridge_token(self.registry.get(name))
+        token = self.bridge_token(self.registry.get(name))
         timeout = self.config.health_timeout_seconds
         wait_until_ready(
             launch,
@@ -285,7 +273,7 @@ class Spawner:
             cacert=self.settings.tls_cacert,
         )
 
-    def _bridge_token(self, entry: AgentEntry | None) -> str:
+    def bridge_token(self, entry: AgentEntry | None) -> str:
         """What Iris presents to the agent's bridge: its registered token, else her own."""
         return (entry.token if entry else None) or known_api_token(self.settings)
 
@@ -334,7 +322,7 @@ class Spawner:
 
     def _stop_everywhere(self, name: str, record: AgentRecord | None) -> tuple[bool, list[str]]:
         removed_any, problems = False, []
-        for manager in self._managers_to_check(record):
+        for manager in managers.managers_to_check(record):
             try:
                 backend = self.docker() if manager == "docker" else self.service(manager)
                 if backend.exists(name):
@@ -358,34 +346,7 @@ class Spawner:
         record = AgentRecord.read(self.config.agents_dir, name)
         if record is None:
             return None
-        out: dict[str, object] = {"manager": record.manager, "state": "unknown"}
-        if record.manager == "process":
-            from iris_runtime.provision.process_service import ProcessService
-
-            row = ProcessService(self.settings.data_dir).status(name)
-            if row is not None:
-                out.update(state=row.state, restarts=row.restarts)
-        elif record.manager == "systemd":
-            done = subprocess.run(
-                ["systemctl", "is-active", f"iris-agent-{name}.service"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-            )
-            out["state"] = done.stdout.strip() or "unknown"
-        else:
-            from iris_runtime.provision.docker import container_name, container_state
-
-            with contextlib.suppress(ProvisionError):
-                out["state"] = container_state(container_name(name)) or "absent"
-        return out
-
-    def _managers_to_check(self, record: AgentRecord | None) -> list[str]:
-        if record is not None:
-            return [record.manager]
-        # No record (a hand-made home, an interrupted spawn): look everywhere cheap.
-        return ["systemd", "process"] if self._systemd_booted() else ["process"]
+        return managers.agent_state(self.settings, name, record.manager)
 
     def _revoke_vault_identity(self, name: str) -> bool:
         from iris_runtime.secrets.selection import backend_name
@@ -410,175 +371,31 @@ class Spawner:
     def resolve_skills(self, names: Sequence[str]) -> list[Skill]:
         """The named skills (the workspace's own and the plugins'), or an error naming every
         unknown one and what is available."""
-        if not names:
-            return []
-        available = {
-            s.name: s for s in discover_skills(self.settings.workspace, self.plugin_skills)
-        }
-        unknown = [n for n in names if n not in available]
-        if unknown:
-            known = ", ".join(sorted(available)) or "none"
-            raise InvalidInput(
-                f"unknown skill(s): {', '.join(unknown)} (available: {known})",
-                code="unknown_skill",
-            )
-        return [available[n] for n in dict.fromkeys(names)]
+        return resolve_skills(self.settings.workspace, self.plugin_skills, names)
 
     def manager_for(self, request: SpawnRequest) -> str:
         """The manager the agent runs under; refuses a sandbox level it cannot run there."""
-        manager = self._manager_for(request)
-        refusal = level_refusal(manager, request.sandbox)
-        if refusal is not None:
-            raise InvalidInput(refusal, code="sandbox_unavailable")
-        return manager
-
-    def _manager_for(self, request: SpawnRequest) -> str:
-        if request.mode == "docker":
-            return "docker"
         wanted = request.service_manager or self.config.service_manager
-        if wanted not in ("auto", "systemd", "process"):
-            raise InvalidInput(f"--service-manager must be systemd or process, not {wanted!r}")
-        if wanted == "auto":
-            if self._systemd_booted():
-                return "systemd"
-            self.progress(
-                "systemd is not running here: Iris will supervise the agent as a child process, "
-                "which does not hide Iris's files from it (use systemd or --mode docker for that)"
-            )
-            return "process"
-        if wanted == "systemd" and not self._systemd_booted():
-            raise ProvisionError(
-                "--service-manager systemd: systemd is not running on this machine (no "
-                "/run/systemd/system); use --service-manager process"
-            )
-        return wanted
+        return managers.choose_manager(request.mode, wanted, request.sandbox, self.progress)
 
     def service(self, manager: str) -> AgentService:
-        if manager == "systemd" and self._through_helper():
-            from iris_runtime.provision.unit_requests import HelperSystemd
-
-            return HelperSystemd(self.config.unit_dir)
-        if manager == "systemd":
-            from iris_runtime.provision.systemd import SystemdService
-
-            return SystemdService(
-                self.config.repo_dir, self.config.unit_dir, user=self.config.agent_user
-            )
-        from iris_runtime.provision.process_service import ProcessService
-
-        return ProcessService(self.settings.data_dir)
+        return managers.service_for(manager, self.settings, self.config)
 
     def docker(self) -> DockerAgents:
-        from iris_runtime.provision.docker import DockerAgents
-        from iris_runtime.provision.terraform import Terraform
-
-        return DockerAgents(
-            repo_dir=self.config.repo_dir,
-            data_dir=self.settings.data_dir,
-            image=self.config.docker_image,
-            base_image=self.config.docker_base_image,
-            terraform=Terraform(
-                self.config.repo_dir / "terraform", binary=self.config.terraform_bin
-            ),
-            env_file=self.settings.env_file,
-            broker_url=self.config.broker_url,
-        )
-
-    def agent_secrets_mode(self) -> str:
-        """The secrets mode a new agent runs in. Agents always resolve secrets through Iris's
-        broker, which serves ``env`` mode too, so the agent itself only needs store or proxy."""
-        return self.settings.secrets_mode if self.settings.secrets_mode == "proxy" else "store"
+        return managers.docker_agents(self.settings, self.config)
 
     def launch_for(
         self, record: AgentRecord, home: Path, extra_env: Mapping[str, str]
     ) -> AgentLaunch:
-        env: dict[str, str] = {
-            name: self.settings.env[name].strip()
-            for name in INHERITED_VARS
-            if self.settings.env.get(name, "").strip()
-        }
-        env.update(extra_env)
-        env.update(
-            {
-                "AGENT_NAME": record.name,
-                "BRIDGE_PORT": str(record.bridge_port),
-                "IRIS_API_PORT": str(record.api_port),
-                "IRIS_API_HOST": "127.0.0.1",
-                "IRIS_DATA_DIR": str(home),
-                "IRIS_SECRETS_MODE": self.agent_secrets_mode(),
-                "IRIS_SECRET_BROKER_URL": self.config.broker_url,
-                "IRIS_PROVIDER": record.provider,
-                "IRIS_MODEL": record.model,
-                **dict.fromkeys(PLATFORM_TOKEN_VARS, ""),
-            }
-        )
-        if record.sandbox != "host":  # unset is host: default agents' units stay as they were
-            env["IRIS_SANDBOX"] = record.sandbox
-        if record.manager == "docker":
-            # A container sees none of the host's paths (its broker is reached over the
-            # Docker bridge network); a CA path it cannot read would stop it at startup.
-            env.pop("IRIS_TLS_CACERT", None)
-        elif launch_tls := self._agent_tls():
-            # The agent host's agent certificate becomes the agent's own bridge certificate.
-            # Every agent of this host can read that key (its unit loads it as a credential).
-            env["IRIS_TLS_CERT"], env["IRIS_TLS_KEY"] = launch_tls
-        if record.manager != "docker":
-            # A path, not the token: skills (get-secret) read it from the agent's environment.
-            env["IRIS_API_TOKEN_FILE"] = str(home / TOKEN_FILE_NAME)
-            # Skills' commands (get-secret) are installed beside Iris's own Python.
-            env["PATH"] = f"{Path(sys.executable).parent}:{SYSTEM_PATH}"
-        return AgentLaunch(
-            name=record.name,
-            home=home,
-            bridge_port=record.bridge_port,
-            api_port=record.api_port,
-            command=(sys.executable, "-m", "iris_runtime", "serve"),
-            environment=env,
-            protected_paths=self._protected_paths(),
-            **self._bridge_address(),
-        )
-
-    def _bridge_address(self) -> dict[str, str]:
-        """Where this host's agents' bridges are reached (see ``AgentLaunch.bridge_url``)."""
-        host = self.settings.bridge_host or "127.0.0.1"
-        return {"bridge_host": host, "bridge_scheme": "https" if self._agent_tls() else "http"}
-
-    def _agent_tls(self) -> tuple[str, str] | None:
-        """The certificate and key of this host's agents' bridges (``IRIS_AGENT_TLS_CERT`` and
-        ``IRIS_AGENT_TLS_KEY``) when those bridges face the network; None on loopback. Never
-        Iris's own ``IRIS_TLS_CERT``/``IRIS_TLS_KEY``: an agent can read what it is given."""
-        host = self.settings.bridge_host or "127.0.0.1"
-        if self.config.agent_tls is None or is_loopback(host):
-            return None
-        return self.config.agent_tls
-
-    def _protected_paths(self) -> tuple[Path, ...]:
-        """Iris's data dir and the agents dir are hidden whole (a unit puts an empty read-only
-        tmpfs over each and binds only the agent's own home back), which also covers files Iris
-        replaces atomically; the env file is hidden on its own when it lives outside them."""
-        paths = [self.settings.data_dir.resolve(), self.config.agents_dir.resolve()]
-        env_file = self.settings.env_file
-        if env_file is not None and not any(env_file.resolve().is_relative_to(p) for p in paths):
-            paths.append(env_file.resolve())
-        return tuple(paths)
+        return agent_launch.launch_for(self.settings, self.config, record, home, extra_env)
 
     def _choose_url(self, entries: dict[str, AgentEntry]) -> str:
         taken = ports_of(e.bridge_url for e in entries.values())
-        taken.update(self._ports_of_homes())
+        taken.update(ports_of_homes(self.config.agents_dir))
         taken.add(self.settings.api_port)
-        address = self._bridge_address()
+        address = agent_launch.bridge_address(self.settings, self.config)
         port = allocate_bridge_port(self.config.ports, taken)
         return url_for(address["bridge_scheme"], address["bridge_host"], port)
-
-    def _ports_of_homes(self) -> set[int]:
-        """Ports recorded by agent homes: an agent whose registration was removed by hand still
-        holds its port while its unit or process runs."""
-        taken: set[int] = set()
-        for record_file in (self.config.agents_dir / RECORDS_DIR).glob("*.json"):
-            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-                data = json.loads(record_file.read_text(encoding="utf-8"))
-                taken.update((int(data["bridge_port"]), int(data["api_port"])))
-        return taken
 
     def _scaffold_values(self, name: str, port: int, skills: Sequence[Skill]) -> dict[str, str]:
         return {
@@ -595,22 +412,3 @@ class Spawner:
     def _unregister(self, name: str) -> None:
         self.registry.unregister(name)
         self.progress(f"rolled back: unregistered {name}")
-
-    def _through_helper(self) -> bool:
-        """An unprivileged Iris on a host with the root-owned agent-unit helper (the
-        iris_runtime role installs it): units are written by the helper."""
-        from iris_runtime.provision.unit_requests import HELPER_VARIABLE
-
-        return os.geteuid() != 0 and self.settings.env.get(HELPER_VARIABLE) == "1"
-
-    @staticmethod
-    def _systemd_booted() -> bool:
-        return Path("/run/systemd/system").is_dir()
-
-
-def _port_of(url: str) -> int:
-    from urllib.parse import urlsplit
-
-    port = urlsplit(url).port
-    assert port is not None  # spawn chose it
-    return port

@@ -1,5 +1,5 @@
 """What a spawn request may ask for, checked before anything is made: the agent's name, the
-``--env`` settings it may carry, and the secrets its provider needs.
+``--env`` settings it may carry, its skills, and the secrets its provider needs.
 
 Shared by ``iris agents spawn``/``ensure`` and the root-owned agent-unit helper, which checks an
 agent's record again with the same rules (a record is its caller's file)."""
@@ -7,9 +7,11 @@ agent's record again with the same rules (a record is its caller's file)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from iris_runtime.agents.registry import NAME_RE
+from iris_runtime.engine.skills import Skill, discover_skills
 from iris_runtime.errors import InvalidInput
 from iris_runtime.provision.launch import IDENTITY_VARS
 from iris_runtime.tools.environment import is_withheld
@@ -84,6 +86,22 @@ def check_extra_env(extra: Mapping[str, str]) -> dict[str, str]:
             raise InvalidInput(f"--env {name}: the value must be one line")
         out[name] = value
     return out
+
+
+def resolve_skills(workspace: Path, plugin_skills: list[Path], names: Sequence[str]) -> list[Skill]:
+    """The named skills (the workspace's own and the plugins'), or an error naming every
+    unknown one and what is available."""
+    if not names:
+        return []
+    available = {s.name: s for s in discover_skills(workspace, plugin_skills)}
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        known = ", ".join(sorted(available)) or "none"
+        raise InvalidInput(
+            f"unknown skill(s): {', '.join(unknown)} (available: {known})",
+            code="unknown_skill",
+        )
+    return [available[n] for n in dict.fromkeys(names)]
 
 
 def provider_key_vars(provider: str) -> list[str]:

@@ -76,7 +76,7 @@ def update_in_place(spawner: Spawner, request: SpawnRequest) -> AgentRecord:
         )
     launch = spawner.launch_for(updated, home, extra_env)
     _check_unit(service, launch, spawner)  # before anything is stopped
-    token = spawner._bridge_token(entry)
+    token = spawner.bridge_token(entry)
 
     service.remove(name, spawner.progress)  # the unit only: the home stays
     aside = _set_skills_aside(home)

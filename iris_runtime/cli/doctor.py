@@ -240,7 +240,7 @@ def _custom_agents_check(settings: Settings) -> Check:
 def _spawn_check(settings: Settings) -> Check:
     """Where ``iris agents spawn`` would put agents and how it would run them."""
     from iris_runtime.agents.spawn_config import SpawnConfig
-    from iris_runtime.provision.supervisor import backoff_from
+    from iris_runtime.provision.supervised_child import backoff_from
     from iris_runtime.provision.systemd import systemd_running
 
     try:

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from iris_runtime.custom_agents.acp_tools import SOCKET_VARIABLE, TOKEN_VARIABLE
+from iris_runtime.custom_agents.acp_grants import SOCKET_VARIABLE, TOKEN_VARIABLE
 from iris_runtime.custom_agents.reach_client import ReachConnection, ReachError
 
 

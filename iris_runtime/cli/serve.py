@@ -19,7 +19,7 @@ from gunicorn.app.base import BaseApplication
 from iris_runtime.cli.common import load_settings, plugin_host, port_problem
 from iris_runtime.config import Settings, ensure_api_token
 from iris_runtime.errors import ConfigError
-from iris_runtime.provision.supervisor import backoff_from
+from iris_runtime.provision.supervised_child import backoff_from
 from iris_runtime.runtime import check_selection, prepare_data_dir
 from iris_runtime.tls import server_context
 from iris_runtime.tools.sandbox.configured import prove_configured

@@ -87,7 +87,7 @@ class HostClient:
         if turn is None:
             return  # between turns (or a replay during session/load): nothing to show
         if isinstance(update, AgentMessageChunk):
-            self._deliver(turn, lambda t: _add_text(t, text_of(update.content)))
+            self._deliver(turn, lambda t: add_text(t, text_of(update.content)))
         elif isinstance(update, AgentThoughtChunk):
             thought = text_of(update.content)
             self._deliver(turn, lambda t: _optional(t.output, "thinking", thought))
@@ -144,7 +144,7 @@ class HostClient:
         return None
 
 
-def _add_text(turn: Turn, text: str) -> None:
+def add_text(turn: Turn, text: str) -> None:
     turn.parts.append(text)
     if text:
         turn.output.delta(text)

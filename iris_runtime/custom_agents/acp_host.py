@@ -7,9 +7,7 @@ The rules are spec 004's ("How the program is run", "The conversation", "Models"
   turn is stopped or fails, and on an agent restart. Turns therefore run one at a time;
 - ``initialize`` with protocol version 1 and honest capabilities (Iris offers no file system or
   terminal to the agent);
-- the chat keeps the agent's session id: ``session/load`` when the agent advertises it, else (or
-  when loading fails) ``session/new`` and the owner is told once per chat that the agent is
-  continuing fresh;
+- the chat keeps the agent's session id (:mod:`.acp_session` opens or restores it);
 - a ``refusal`` stop reason, the process dying, the connection breaking, a start or a prompt that
   hangs: each ends the turn as a failure with a message that says which.
 
@@ -24,27 +22,25 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from acp import PROTOCOL_VERSION, Client, RequestError, connect_to_agent, image_block, text_block
-from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AgentCapabilities,
     ClientCapabilities,
     FileSystemCapabilities,
     Implementation,
     McpServerStdio,
-    SessionConfigOptionSelect,
 )
 
 from iris_runtime import __version__
-from iris_runtime.custom_agents.acp_client import HostClient, _add_text
+from iris_runtime.custom_agents.acp_client import HostClient, add_text
+from iris_runtime.custom_agents.acp_grants import ToolGrants, server_entry
 from iris_runtime.custom_agents.acp_loop import LoopThread
-from iris_runtime.custom_agents.acp_process import AgentProcess, base_environment, spawn
+from iris_runtime.custom_agents.acp_process import base_environment, spawn
 from iris_runtime.custom_agents.acp_sandbox import unsandboxed_refusal
-from iris_runtime.custom_agents.acp_tools import ToolGrants, server_entry
+from iris_runtime.custom_agents.acp_session import AcpFailure, Live, SessionOpener, said
 from iris_runtime.custom_agents.chats import ChatBook
 from iris_runtime.custom_agents.manifest import Manifest
 from iris_runtime.custom_agents.relay import images_of
@@ -55,30 +51,7 @@ from iris_runtime.engine.transport import Attachment
 log = logging.getLogger("iris_runtime.custom_agents.acp")
 T = TypeVar("T")
 
-FRESH_NOTICE = "This agent could not restore its memory of this chat, so it is continuing fresh."
 POLL_SECONDS = 0.2  # how often a waiting engine thread looks at Stop
-METHOD_NOT_FOUND = -32601
-
-
-class AcpFailure(Exception):
-    """The turn fails; the message says why, for the chat. ``detail``: an error answer's data."""
-
-    detail: Any = None
-    answered: bool = False  # the agent answered with an error (not a hang, not a death)
-
-
-@dataclass
-class Live:
-    """The one agent process alive, and what it was started for."""
-
-    key: tuple[Any, ...]  # kind, chat, model, bin, args: a different key is a different process
-    process: AgentProcess
-    conn: ClientSideConnection
-    client: HostClient
-    caps: AgentCapabilities
-    session_id: str = ""
-    token: str = ""  # its MCP tools' grant (acp_tools), revoked when the process ends
-    mcp: list[McpServerStdio] | None = None  # None once the agent refused MCP servers
 
 
 class AcpHost:
@@ -101,7 +74,7 @@ class AcpHost:
         self._live: Live | None = None  # touched on the loop thread only
         self._dying: asyncio.Task[None] | None = None
         self._errors: dict[str, str] = {}
-        self._no_mcp: set[str] = set()  # kinds that refused MCP servers, until their restart
+        self._sessions = SessionOpener(chats, cwd, self.grants, config.acp_start_seconds)
 
     # -- the engine's side ----------------------------------------------------------------------
 
@@ -153,7 +126,7 @@ class AcpHost:
             except concurrent.futures.CancelledError:
                 return TurnResult("", "stopped")
             if notice:
-                self.turns.deliver(turn.turn_id, lambda t: _add_text(t, notice + "\n\n"))
+                self.turns.deliver(turn.turn_id, lambda t: add_text(t, notice + "\n\n"))
             blocks = self._blocks(manifest.kind, live.caps, text, attachments)
             live.client.turn, live.client.stopping = turn, False
             turn.touch()
@@ -198,7 +171,7 @@ class AcpHost:
     def restart(self, kind: str) -> None:
         """An agent restart: its process, if it is the live one, is killed."""
 
-        self._no_mcp.discard(kind)
+        self._sessions.forget_refusal(kind)
 
         async def kill() -> None:
             if self._live is not None and self._live.key[0] == kind:
@@ -239,7 +212,7 @@ class AcpHost:
             return self._live, None
         try:
             live = await self._start(manifest, key, model)
-            notice = await self._open_session(manifest, live, chat_id, model)
+            notice = await self._sessions.open(manifest, live, chat_id, model)
         except BaseException:  # a failure, or Stop (cancelled): the half-started process goes
             await self._retire(self._live)
             raise
@@ -267,14 +240,14 @@ class AcpHost:
         partial = Live(key, process, conn, client, AgentCapabilities())
         partial.token = self.grants.mint(manifest.kind, key[1])
         entry = server_entry(partial.token, manifest.kind, key[1], str(self.config.reach_socket))
-        if manifest.kind not in self._no_mcp:
+        if self._sessions.takes_mcp(manifest.kind):
             partial.mcp = [McpServerStdio.model_validate(entry)]
         self._live = partial  # so that Stop during initialize kills it
         capabilities = ClientCapabilities(
             fs=FileSystemCapabilities(read_text_file=False, write_text_file=False),
             terminal=False,
         )
-        answer = await self._step(
+        answer = await self._sessions.step(
             partial,
             "initialize",
             conn.initialize(
@@ -292,104 +265,11 @@ class AcpHost:
         partial.caps = answer.agent_capabilities or AgentCapabilities()
         return partial
 
-    async def _open_session(
-        self, manifest: Manifest, live: Live, chat_id: str, model: str | None
-    ) -> str | None:
-        kind, cwd = manifest.kind, str(self.cwd)
-        stored = self.chats.agent_state(chat_id, kind).get("session")
-        options: list[Any] | None = None
-        if isinstance(stored, str) and stored and live.caps.load_session:
-            try:
-                servers: list[Any] = list(live.mcp or [])  # refused: session/new follows
-                loaded = await self._step(
-                    live,
-                    "session/load",
-                    live.conn.load_session(cwd=cwd, session_id=stored, mcp_servers=servers),
-                )
-            except AcpFailure as exc:
-                if not live.process.alive:
-                    raise
-                log.info("acp agent %s could not load session %s: %s", kind, stored, exc)
-            else:
-                live.session_id = stored
-                options = loaded.config_options if loaded is not None else None
-        notice = None
-        if not live.session_id:
-            created = await self._with_mcp(
-                live, "session/new", lambda mcp: live.conn.new_session(cwd=cwd, mcp_servers=mcp)
-            )
-            live.session_id = created.session_id
-            options = created.config_options
-            if stored and not self.chats.agent_state(chat_id, kind).get("told_fresh"):
-                notice = FRESH_NOTICE
-                self.chats.update_agent(chat_id, kind, told_fresh=True)
-        self.chats.update_agent(chat_id, kind, session=live.session_id)
-        if model is not None:
-            await self._choose_model(live, options or [], model)
-        return notice
-
-    async def _with_mcp(
-        self, live: Live, what: str, call: Callable[[list[Any]], Awaitable[T]]
-    ) -> T:
-        """``what`` with Iris's MCP server; refused (an error answer: a hang or a death is no
-        refusal), one retry with none (and none from then on, until the agent's restart), its
-        tools token revoked, and the log names the agent and its reason (never the token)."""
-        try:
-            return await self._step(live, what, call(list(live.mcp or [])))
-        except AcpFailure as exc:
-            if not live.mcp or not exc.answered or not live.process.alive:
-                raise
-            why = f"{exc} {exc.detail}" if exc.detail is not None else str(exc)
-            if live.token:  # an error that echoes its input would show the server's env
-                why = why.replace(live.token, "[the tools token]")
-            msg = "acp agent %s refused %s with MCP servers (%s); retrying without"
-            log.warning(msg, live.key[0], what, why)
-            live.mcp = None
-            self.grants.revoke(live.token)
-            live.token = ""
-            self._no_mcp.add(live.key[0])
-        return await self._step(live, what, call([]))
-
-    async def _choose_model(self, live: Live, options: list[Any], model: str) -> None:
-        """``session/set_config_option`` for an agent that offers a model option; one that
-        rejects it keeps working (the variable, if any, already carried the choice)."""
-        selects = (o for o in options if isinstance(o, SessionConfigOptionSelect))
-        option = next((o for o in selects if o.category == "model"), None)
-        if option is None:
-            return
-        try:
-            await self._step(
-                live,
-                "session/set_config_option",
-                live.conn.set_config_option(
-                    config_id=option.id, session_id=live.session_id, value=model
-                ),
-            )
-        except AcpFailure as exc:
-            if not live.process.alive:
-                raise
-            log.info("acp agent %s did not take model %s: %s", live.key[0], model, exc)
-
-    async def _step(self, live: Live, what: str, call: Awaitable[T]) -> T:
-        """One request of the start: a hang, an error answer or a death is a clear failure."""
-        timeout = self.config.acp_start_seconds
-        try:
-            return await asyncio.wait_for(call, timeout)
-        except TimeoutError:
-            raise AcpFailure(f"it did not answer {what} within {timeout:g} s") from None
-        except RequestError as exc:
-            failure = AcpFailure(f"it answered {what} with an error: {_said(exc)}")
-            failure.detail, failure.answered = exc.data, True
-            raise failure from None
-        except (ConnectionError, OSError, EOFError):
-            code = await live.process.reap(2.0)
-            raise AcpFailure(f"{what}: {live.process.death(code)}") from None
-
     async def _prompt(self, live: Live, turn: Turn, blocks: list[Any]) -> None:
         try:
             answer = await live.conn.prompt(session_id=live.session_id, prompt=blocks)
         except RequestError as exc:
-            self._fail(turn, f"it answered the prompt with an error: {_said(exc)}")
+            self._fail(turn, f"it answered the prompt with an error: {said(exc)}")
             return
         except (ConnectionError, OSError, EOFError):
             code = await live.process.reap(2.0)
@@ -459,10 +339,3 @@ class AcpHost:
 
 async def _as_coroutine(awaitable: Awaitable[T]) -> T:
     return await awaitable
-
-
-def _said(exc: RequestError) -> str:
-    message = str(exc) or "an error"
-    if getattr(exc, "code", None) == METHOD_NOT_FOUND:
-        return f"{message} (method not found)"
-    return message

@@ -1,11 +1,8 @@
-"""Iris's tools for ACP agents: one MCP server per agent process, scoped to that agent and chat.
+"""Iris's tools for ACP agents: what one tool call of an agent's MCP server does, scoped by the
+token it carries (:mod:`.acp_grants`) to that agent and its chat.
 
-Each ACP session Iris opens carries one stdio MCP server entry whose command is Iris's own CLI
-(``iris mcp-tools``, see :mod:`iris_runtime.cli.mcp_tools_cmd`). The entry's ``env`` holds a
-random token minted for that one agent process; the MCP server sends it with every tool call
-over the reach socket (``{"op": "tool", "token": …}``), and Iris looks up what the token grants:
-the agent's kind and its chat. Nothing the agent sends can name another chat or widen the
-scope, the token dies with the process, and Iris's API token is never handed out.
+Nothing the agent sends can name another chat or widen the scope: whatever ``chat`` it sends is
+ignored, and the chat is the one the token was minted for.
 
 The tools (:data:`TOOLS`): ``list_agents`` (whom it may call: the other custom agents and the
 bridge sub-agents), ``call_agent`` (an ``@name`` message in its chat, routed as the owner's would
@@ -17,79 +14,24 @@ from __future__ import annotations
 
 import logging
 import secrets
-import sys
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from iris_runtime.custom_agents.acp_grants import Grant
+from iris_runtime.custom_agents.service import CustomAgents, bridge_names_for
 from iris_runtime.errors import IrisError
-
-if TYPE_CHECKING:
-    from iris_runtime.custom_agents.service import CustomAgents
 
 log = logging.getLogger(__name__)
 
 Reply = dict[str, Any]
-Op = Callable[["CustomAgents", dict[str, Any]], Reply]
-TOKEN_VARIABLE = "IRIS_TOOLS_TOKEN"  # noqa: S105 (a variable name, not a secret)
-SOCKET_VARIABLE = "IRIS_REACH_SOCKET"
-SERVER_NAME = "iris"
+Op = Callable[[CustomAgents, dict[str, Any]], Reply]
 TOOLS = ("list_agents", "call_agent", "note", "schedule_event")
 NOT_GRANTED: Reply = {"error": "not allowed: this tools token is unknown or expired"}
 MAX_MESSAGE_CHARS = 16_000
 
 
-@dataclass(frozen=True)
-class Grant:
-    kind: str
-    chat_id: str
-
-
-class ToolGrants:
-    """The live tokens: one per ACP agent process, revoked when the process ends."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._grants: dict[str, Grant] = {}
-
-    def mint(self, kind: str, chat_id: str) -> str:
-        token = secrets.token_urlsafe(32)
-        with self._lock:
-            self._grants[token] = Grant(kind, chat_id)
-        return token
-
-    def revoke(self, token: str) -> None:
-        with self._lock:
-            self._grants.pop(token, None)
-
-    def get(self, token: Any) -> Grant | None:
-        if not isinstance(token, str) or not token:
-            return None
-        with self._lock:
-            found = next(
-                (g for t, g in self._grants.items() if secrets.compare_digest(t, token)), None
-            )
-        return found
-
-
-def server_entry(token: str, kind: str, chat_id: str, socket_path: str) -> dict[str, Any]:
-    """The ``mcpServers`` entry (stdio) for ``session/new`` and ``session/load``: the token
-    travels in ``env``, never in the command line."""
-    env = {TOKEN_VARIABLE: token, SOCKET_VARIABLE: socket_path, "IRIS_TOOLS_AGENT": kind}
-    env["IRONWIRE_CHAT_ID"] = chat_id  # informational: the token alone decides the chat
-    return {
-        "name": SERVER_NAME,
-        "command": sys.executable,
-        "args": ["-m", "iris_runtime", "mcp-tools"],
-        "env": [{"name": k, "value": v} for k, v in env.items()],
-    }
-
-
 def callable_agents(agents: CustomAgents, kind: str) -> list[dict[str, str]]:
     """Whom the agent ``kind`` may call: every other loaded custom agent, and the bridge's."""
-    from iris_runtime.custom_agents.service import bridge_names_for
-
     found = [
         {"name": a.manifest.kind, "label": a.manifest.label, "type": "custom agent"}
         for a in agents.catalog.loaded()

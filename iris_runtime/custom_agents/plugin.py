@@ -16,12 +16,14 @@ if TYPE_CHECKING:
 
 @hookimpl
 def engine_started(engine: Engine) -> None:
+    from iris_runtime.custom_agents.listeners import start_listeners
     from iris_runtime.custom_agents.router import CallCustomAgentTool, CustomAgentRouter
     from iris_runtime.custom_agents.service import CustomAgents
     from iris_runtime.custom_agents.settings import CustomAgentSettings
 
     agents = CustomAgents(engine, CustomAgentSettings.from_settings(engine.settings))
     agents.start()
+    start_listeners(agents)
     engine.add_router(CustomAgentRouter(agents))
     engine.add_tool_environment(agents.tool_environment)
     engine.tools.register(CallCustomAgentTool(agents))

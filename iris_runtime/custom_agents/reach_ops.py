@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
+from iris_runtime.custom_agents.acp_tools import tool_op
 from iris_runtime.custom_agents.service import CustomAgents
 from iris_runtime.custom_agents.turns import Turn
 from iris_runtime.engine.channels import SESSION_PREFIX, session_channel
@@ -215,8 +216,6 @@ def _conversations(agents: CustomAgents) -> list[str]:
 
 def _tool_call(agents: CustomAgents, request: dict[str, Any]) -> Reply:
     """An ACP agent's MCP tool call, scoped by its token (see :mod:`.acp_tools`)."""
-    from iris_runtime.custom_agents.acp_tools import tool_op
-
     return tool_op(agents, request, _note, _run)
 
 

@@ -1,5 +1,5 @@
-"""Custom agents in a serving Iris: the catalog, the chats, the open turns and the reach socket,
-started with the engine and stopped with it.
+"""Custom agents in a serving Iris: the catalog, the chats and the open turns, started with the
+engine and stopped with it (the sockets agents reach Iris by are :mod:`.listeners`).
 
 :meth:`CustomAgents.ask` is the one way a relay turn runs, whoever asked: an ``@kind`` message
 on any transport, the Web UI's picker, or Iris's own model through its tool.
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from iris_runtime.agents.registry import registry_for
 from iris_runtime.config import Settings
+from iris_runtime.custom_agents.acp_grants import ToolGrants
 from iris_runtime.custom_agents.acp_models import is_model_command, model_command
-from iris_runtime.custom_agents.acp_tools import ToolGrants
 from iris_runtime.custom_agents.catalog import Catalog, LoadedAgent
 from iris_runtime.custom_agents.chats import ChatBook
 from iris_runtime.custom_agents.ratelimit import RateLimit
@@ -32,7 +32,7 @@ from iris_runtime.custom_agents.turns import OpenTurns, TurnOutput, TurnResult
 from iris_runtime.data_layout import CUSTOM_AGENTS_DIR
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.transport import Attachment
-from iris_runtime.errors import ConfigError, IrisError
+from iris_runtime.errors import IrisError
 
 if TYPE_CHECKING:
     from iris_runtime.custom_agents.acp_host import AcpHost
@@ -94,31 +94,12 @@ class CustomAgents:
             return self._acp
 
     def start(self) -> None:
-        from iris_runtime.custom_agents.reach import ReachServer
-
+        """Watch the manifests; the sockets agents reach Iris by start after (``listeners``)."""
         self.catalog.watch(self.config.watch_seconds)
-        reach = ReachServer(
-            self, self.config.reach_socket, self.config.reach_group, self.config.silence_seconds
-        )
-        try:
-            reach.start()
-        except (OSError, ConfigError) as exc:
-            # Not fatal: Iris serves on, her custom agents just cannot reply until this is fixed
-            # (a unix socket path may be at most 107 bytes; set IRIS_REACH_SOCKET).
-            log.error("the reach socket cannot listen on %s: %s", reach.path, exc)
-        else:
-            self._closers.append(reach.stop)
-        if self.config.relay_inbound_port is not None:
-            from iris_runtime.custom_agents.inbound import RelayInbound
 
-            port = self.config.relay_inbound_port
-            try:
-                inbound = RelayInbound(self, port)
-            except OSError as exc:  # not fatal either, like the reach socket
-                log.error("the relay inbound cannot listen on 127.0.0.1:%d: %s", port, exc)
-            else:
-                inbound.start()
-                self._closers.append(inbound.stop)
+    def on_stop(self, close: Callable[[], None]) -> None:
+        """Call ``close`` on :meth:`stop` (the last registered first)."""
+        self._closers.append(close)
 
     def stop(self) -> None:
         # Open turns end the way a restart ends them: from now on their requests are refused.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from iris_runtime.engine.provider import (
     Message,
@@ -16,7 +16,7 @@ from iris_runtime.engine.provider import (
     ProviderRequest,
     TextDelta,
 )
-from iris_runtime.engine.sessions import History, text_chars
+from iris_runtime.engine.sessions import History, SessionStore, summary_messages, text_chars
 
 log = logging.getLogger(__name__)
 
@@ -83,3 +83,31 @@ def summarize(
             return None
     summary = "".join(parts).strip()
     return summary or None
+
+
+def compact_history(
+    sessions: SessionStore,
+    provider: Provider,
+    model: str,
+    channel: str,
+    run_id: str,
+    abort: threading.Event,
+    system: str,
+    history: list[Message],
+    user: Message,
+    status: Callable[[str], None],
+) -> list[Message]:
+    """The history, summarised first if it would crowd the model's context window."""
+    # Providers from older plugins may not say; then the conversation is never compacted.
+    window = getattr(provider, "context_window", None)
+    if not isinstance(window, int) or not needs_compaction(system, history, user, window):
+        return history
+    kept = kept_count(history, window)
+    status("→ compacting the conversation")
+    summary = summarize(provider, model, history[: len(history) - kept], abort)
+    if summary is None:
+        return history
+    sessions.compact(channel, summary, kept, run_id)
+    log.info("compacted %s: %d messages summarised, %d kept", channel, len(history) - kept, kept)
+    # ``history`` predates this run's user message, which the loop appends itself.
+    return summary_messages(summary) + history[len(history) - kept :]

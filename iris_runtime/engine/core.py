@@ -15,18 +15,19 @@ from iris_runtime.config import Settings
 from iris_runtime.data_layout import CHANNELS_JSON
 from iris_runtime.engine.agent import AgentLoop, AgentSetup
 from iris_runtime.engine.channels import resolve_channel_dir
-from iris_runtime.engine.compaction import kept_count, needs_compaction, summarize
+from iris_runtime.engine.compaction import compact_history
 from iris_runtime.engine.dispatch_config import ChannelModes
 from iris_runtime.engine.lanes import DEFAULT_LANE, Lanes, LaneSlot
 from iris_runtime.engine.observers import ObserverHub
 from iris_runtime.engine.output import RunSink
-from iris_runtime.engine.prompt import build_system_prompt
+from iris_runtime.engine.prompt import build_system_prompt, user_prompt
 from iris_runtime.engine.provider import Message, Provider
 from iris_runtime.engine.results import crashed_result, outcome_result
-from iris_runtime.engine.routing import MessageRouter, RouteRequest
-from iris_runtime.engine.runs import Run, RunResult, RunTicket
-from iris_runtime.engine.scheduler import RunScheduler
-from iris_runtime.engine.sessions import SessionStore, summary_messages
+from iris_runtime.engine.routing import MessageRouter, route_run
+from iris_runtime.engine.run_log import log_message, log_reply
+from iris_runtime.engine.runs import RunResult, RunTicket
+from iris_runtime.engine.scheduler import Run, RunScheduler
+from iris_runtime.engine.sessions import SessionStore
 from iris_runtime.engine.skills import discover_skills
 from iris_runtime.engine.tools import Sandbox, ToolContext, ToolRegistry
 from iris_runtime.engine.transport import (
@@ -39,7 +40,6 @@ from iris_runtime.engine.transport import (
     TransportPromptProfile,
     TransportRegistry,
 )
-from iris_runtime.engine.usage import usage_to_json
 from iris_runtime.errors import IrisError
 
 log = logging.getLogger(__name__)
@@ -191,7 +191,7 @@ class Engine:
     def _never_ran(self, run: Run, reason: str) -> None:
         """The message was accepted, so it is logged even though it never ran; watchers of a
         run stopped before it started still see it end."""
-        self._log_user(run, status="cancelled", reason=reason)
+        log_message(self.sessions, run, status="cancelled", reason=reason)
         if reason == "stopped" and self.observers.is_observed(run.channel):
             self.observers.publish(run.channel, {"type": "final", "text": ""})
 
@@ -204,7 +204,7 @@ class Engine:
             log.exception("run %s on %s crashed", run.run_id, run.channel)
             code = exc.code if isinstance(exc, IrisError) else "run_crashed"
             result = RunResult(run.run_id, "failed", f"(run failed: {exc})", str(exc), code)
-            self._safe_log_reply(run, result)
+            log_reply(self.sessions, run, result)
             return result
 
     def _run(self, run: Run, slot: LaneSlot) -> RunResult:
@@ -213,7 +213,7 @@ class Engine:
         state = ChannelState(run.channel, directory, running=True)
         ctx = transport.create_context(run.event, state, run.is_event)
         history = self.sessions.context(run.channel)
-        self._log_user(run)
+        log_message(self.sessions, run)
         profile = self.prompt_profiles.get(ctx.transport_id)
         sink = RunSink(
             ctx,
@@ -224,14 +224,18 @@ class Engine:
         )
         ctx.set_working(True)
         try:
-            routed = None if run.setup is not None else self._route(run, sink, slot)
+            routed = (
+                None
+                if run.setup is not None
+                else route_run(self._routers, run, sink, lambda: slot.off_lane(run.abort))
+            )
             result = routed or self._think(run, ctx, profile, sink, history, slot)
         except Exception as exc:
             log.exception("run %s on %s crashed", run.run_id, run.channel)
             result = crashed_result(run, sink, exc)
         finally:
             _quietly(ctx.set_working, False)
-        self._safe_log_reply(run, result)
+        log_reply(self.sessions, run, result)
         _quietly(sink.final, result.text)  # the reply is logged: a broken watcher changes nothing
         return result
 
@@ -256,41 +260,6 @@ class Engine:
             except Exception:  # a variable missing is better than a run failing
                 log.exception("the tool environment for %s could not be made", channel)
         return env
-
-    def _route(self, run: Run, sink: RunSink, slot: LaneSlot) -> RunResult | None:
-        request = RouteRequest(
-            run.event,
-            run.transport_id,
-            sink.status,
-            run.abort,
-            lambda: slot.off_lane(run.abort),
-            output=sink,
-        )
-        for router in self._routers:
-            outcome = router.route(request)
-            if outcome is None:
-                continue
-            if outcome.silent:  # as for Iris's own silent runs: no reply, no placeholder
-                sink.delete_message()
-            elif outcome.text:
-                sink.respond(outcome.text)
-            code = "route_failed" if outcome.status == "failed" else None
-            text = sink.accumulated() or outcome.text
-            return RunResult(
-                run.run_id,
-                outcome.status,
-                text,
-                outcome.error,
-                code,
-                usage=outcome.usage,
-                agent=outcome.agent,
-                silent=outcome.silent,
-            )
-        if run.event.agent is not None:  # meant for an agent: never Iris's model instead
-            note = f"(no agent named {run.event.agent!r} can answer here)"
-            sink.respond(note)
-            return RunResult(run.run_id, "failed", note, note, "route_failed")
-        return None
 
     def _think(
         self,
@@ -331,14 +300,25 @@ class Engine:
         )
         user = Message(
             "user",
-            _user_prompt(
+            user_prompt(
                 run.event,
                 profile.attachments_tag_name,
                 self.settings.data_dir,
                 self._show_attachment,
             ),
         )
-        history = self._compacted(run, provider, system, history, user, sink)
+        history = compact_history(
+            self.sessions,
+            provider,
+            setup.model if setup else self.settings.model,
+            run.channel,
+            run.run_id,
+            run.abort,
+            system,
+            history,
+            user,
+            sink.status,
+        )
         outcome = loop.run(system, [*history, user], tool_ctx, sink, run.abort)
         if outcome.silent and not outcome.replies:
             # Nothing to say (typical of events): the transport drops its placeholder, if any.
@@ -360,87 +340,6 @@ class Engine:
         """Where a sandboxed command's workspace is (the paths above are the host's)."""
         section = getattr(self.sandboxes.get(self.settings.sandbox), "prompt_section", None)
         return [section()] if callable(section) else []
-
-    def _compacted(
-        self,
-        run: Run,
-        provider: Provider,
-        system: str,
-        history: list[Message],
-        user: Message,
-        sink: RunSink,
-    ) -> list[Message]:
-        """The history, summarised first if it would crowd the model's context window."""
-        # Providers from older plugins may not say; then the conversation is never compacted.
-        window = getattr(provider, "context_window", None)
-        if not isinstance(window, int) or not needs_compaction(system, history, user, window):
-            return history
-        kept = kept_count(history, window)
-        sink.status("→ compacting the conversation")
-        model = run.setup.model if run.setup else self.settings.model
-        summary = summarize(provider, model, history[: len(history) - kept], run.abort)
-        if summary is None:
-            return history
-        self.sessions.compact(run.channel, summary, kept, run.run_id)
-        log.info(
-            "compacted %s: %d messages summarised, %d kept", run.channel, len(history) - kept, kept
-        )
-        # ``history`` predates this run's user message, which the loop appends itself.
-        return summary_messages(summary) + history[len(history) - kept :]
-
-    def _log_user(self, run: Run, **extra: object) -> None:
-        event = run.event
-        self.sessions.append_message(
-            run.channel,
-            "user",
-            event.text,
-            user=event.user,
-            runId=run.run_id,
-            transport=run.transport_id,
-            attachments=[a.local for a in event.attachments],
-            **extra,
-        )
-
-    def _safe_log_reply(self, run: Run, result: RunResult) -> None:
-        try:
-            extra: dict[str, object] = {}
-            if result.agent:
-                extra["agent"] = result.agent
-            self.sessions.append_message(
-                run.channel,
-                "assistant",
-                result.text,
-                runId=run.run_id,
-                status=result.status,
-                transport=run.transport_id,
-                usage=usage_to_json(result.usage),
-                turns=[usage_to_json(u) for u in result.turn_usage],
-                **extra,
-            )
-        except Exception:
-            log.exception("could not log the reply of run %s", run.run_id)
-
-
-def _user_prompt(
-    event: TransportEvent,
-    tag: str,
-    data_dir: Path,
-    show: Callable[[str], str] | None = None,
-) -> str:
-    if not event.attachments:
-        return event.text
-    paths = "\n".join(_attachment_path(data_dir, a.local, show) for a in event.attachments)
-    return f"{event.text}\n\n<{tag}>\n{paths}\n</{tag}>"
-
-
-def _attachment_path(data_dir: Path, local: str, show: Callable[[str], str] | None) -> str:
-    if show is None:
-        return str(data_dir / local)
-    try:
-        return show(local)
-    except (OSError, IrisError):
-        log.warning("could not copy attachment %s into the sandbox's view", local)
-        return str(data_dir / local)
 
 
 def _quietly(call: Callable[[Any], None], value: Any) -> None:

@@ -1,4 +1,5 @@
-"""The system prompt: the transport's profile plus the agent's own identity, memory and skills.
+"""The prompts: the system prompt (the transport's profile plus the agent's own identity, memory
+and skills) and the user's message as the model sees it (with its attachments' paths).
 
 Nothing platform-specific is written here; every such word comes from the profile.
 """
@@ -6,13 +7,23 @@ Nothing platform-specific is written here; every such word comes from the profil
 from __future__ import annotations
 
 import functools
+import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from iris_runtime import data_layout
 from iris_runtime.engine.filecache import FileCache
 from iris_runtime.engine.skills import Skill
-from iris_runtime.engine.transport import ChannelInfo, TransportPromptProfile, UserInfo
+from iris_runtime.engine.transport import (
+    ChannelInfo,
+    TransportEvent,
+    TransportPromptProfile,
+    UserInfo,
+)
+from iris_runtime.errors import IrisError
+
+log = logging.getLogger(__name__)
 
 MAX_IDENTITY_FILE_CHARS = 20_000
 
@@ -80,3 +91,26 @@ def build_system_prompt(
         f"Your workspace is {workspace}.",
     ]
     return "\n\n".join(p for p in parts if p)
+
+
+def user_prompt(
+    event: TransportEvent,
+    tag: str,
+    data_dir: Path,
+    show: Callable[[str], str] | None = None,
+) -> str:
+    """The message's text, its attachments' paths (as ``show`` gives them) in a ``tag`` block."""
+    if not event.attachments:
+        return event.text
+    paths = "\n".join(_attachment_path(data_dir, a.local, show) for a in event.attachments)
+    return f"{event.text}\n\n<{tag}>\n{paths}\n</{tag}>"
+
+
+def _attachment_path(data_dir: Path, local: str, show: Callable[[str], str] | None) -> str:
+    if show is None:
+        return str(data_dir / local)
+    try:
+        return show(local)
+    except (OSError, IrisError):
+        log.warning("could not copy attachment %s into the sandbox's view", local)
+        return str(data_dir / local)

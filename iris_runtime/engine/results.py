@@ -9,7 +9,8 @@ import logging
 
 from iris_runtime.engine.agent import AgentOutcome
 from iris_runtime.engine.output import RunSink
-from iris_runtime.engine.runs import Run, RunResult
+from iris_runtime.engine.runs import RunResult
+from iris_runtime.engine.scheduler import Run
 from iris_runtime.errors import IrisError
 
 log = logging.getLogger(__name__)

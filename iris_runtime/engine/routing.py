@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from iris_runtime.engine.output import RunSink
 from iris_runtime.engine.provider import Usage
+from iris_runtime.engine.runs import RunResult
 from iris_runtime.engine.transport import TransportEvent
 
 if TYPE_CHECKING:
     from iris_runtime.engine.agent import RunOutput
+    from iris_runtime.engine.scheduler import Run
 
 
 @dataclass(frozen=True)
@@ -54,3 +57,40 @@ class MessageRouter(Protocol):
     def route(self, request: RouteRequest) -> RouteOutcome | None:
         """Answer the message and return the outcome, or return None to let the model run."""
         ...
+
+
+def route_run(
+    routers: Sequence[MessageRouter],
+    run: Run,
+    sink: RunSink,
+    off_lane: Callable[[], AbstractContextManager[None]],
+) -> RunResult | None:
+    """The run answered by the first router that takes it, or None: the model's turn."""
+    request = RouteRequest(
+        run.event, run.transport_id, sink.status, run.abort, off_lane, output=sink
+    )
+    for router in routers:
+        outcome = router.route(request)
+        if outcome is None:
+            continue
+        if outcome.silent:  # as for Iris's own silent runs: no reply, no placeholder
+            sink.delete_message()
+        elif outcome.text:
+            sink.respond(outcome.text)
+        code = "route_failed" if outcome.status == "failed" else None
+        text = sink.accumulated() or outcome.text
+        return RunResult(
+            run.run_id,
+            outcome.status,
+            text,
+            outcome.error,
+            code,
+            usage=outcome.usage,
+            agent=outcome.agent,
+            silent=outcome.silent,
+        )
+    if run.event.agent is not None:  # meant for an agent: never Iris's model instead
+        note = f"(no agent named {run.event.agent!r} can answer here)"
+        sink.respond(note)
+        return RunResult(run.run_id, "failed", note, note, "route_failed")
+    return None

@@ -7,10 +7,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from iris_runtime.engine.agent import AgentSetup
-from iris_runtime.engine.lanes import QueuedWork
 from iris_runtime.engine.provider import Usage
-from iris_runtime.engine.transport import TransportEvent
 
 
 @dataclass(frozen=True)
@@ -73,17 +70,3 @@ def _call_safely(callback: Callable[[RunResult], None], result: RunResult) -> No
         callback(result)
     except Exception:  # a waiter's bug must not break the run that resolved it
         logging.getLogger(__name__).exception("run callback failed")
-
-
-@dataclass
-class Run:
-    run_id: str
-    channel: str
-    transport_id: str
-    event: TransportEvent
-    is_event: bool
-    lane: str
-    ticket: RunTicket
-    abort: threading.Event = field(default_factory=threading.Event)
-    queued: QueuedWork | None = None  # its place on a lane until it starts
-    setup: AgentSetup | None = None  # its own agent (a sub-agent's), else Iris's

@@ -15,13 +15,31 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from iris_runtime.engine.lanes import Lanes, LaneSlot
-from iris_runtime.engine.runs import Run, RunResult
+from iris_runtime.engine.agent import AgentSetup
+from iris_runtime.engine.lanes import Lanes, LaneSlot, QueuedWork
+from iris_runtime.engine.runs import RunResult, RunTicket
+from iris_runtime.engine.transport import TransportEvent
 from iris_runtime.errors import EngineStopping, QueueFull
 
 log = logging.getLogger(__name__)
 
 MAX_WAITING_PER_CHANNEL = 5
+
+
+@dataclass
+class Run:
+    """One accepted message on its way: queued on its channel, then run on its lane."""
+
+    run_id: str
+    channel: str
+    transport_id: str
+    event: TransportEvent
+    is_event: bool
+    lane: str
+    ticket: RunTicket
+    abort: threading.Event = field(default_factory=threading.Event)
+    queued: QueuedWork | None = None  # its place on a lane until it starts
+    setup: AgentSetup | None = None  # its own agent (a sub-agent's), else Iris's
 
 
 @dataclass

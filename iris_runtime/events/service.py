@@ -4,8 +4,9 @@ The watcher (:mod:`.watcher`) reports files; this service schedules them on a
 :class:`~iris_runtime.events.schedule.Timetable`, and a firing thread hands what is due to
 :mod:`.delivery`, which offers each run to the transport that owns the channel and records every
 step in ``state.db`` (see :mod:`.state`). On start-up, :mod:`.recovery` settles what the previous
-process left half-way. This module owns the schedule and the threads; the rules that make
-delivery lose nothing live with the code that keeps them.
+process left half-way. A due instant becomes a firing in :mod:`.firings`; the file it came from is
+removed or rejected by :mod:`.fired_files`. This module owns the schedule and the threads; the
+rules that make delivery lose nothing live with the code that keeps them.
 
 Locking: ``_lock`` guards the schedule (the timetable and the scheduled files) and is only held
 for in-memory work. ``state.db`` and file removals happen on the firing thread outside it
@@ -26,25 +27,23 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from iris_runtime.engine.transport import TransportRegistry
-from iris_runtime.errors import InvalidInput, IrisError, NotFound, TransportNotRunning
-from iris_runtime.events.consume import consume
+from iris_runtime.errors import InvalidInput, IrisError
+from iris_runtime.events import routing
 from iris_runtime.events.delivery import Delivery
 from iris_runtime.events.files import (
-    ROOT_FOLDER,
     EventSpec,
     EventsUnavailable,
     Folder,
-    digest,
     folder_problem,
     folders_for,
-    read_bounded,
-    write_reason,
 )
+from iris_runtime.events.fired_files import FiredFiles
+from iris_runtime.events.firings import new_firing
 from iris_runtime.events.recovery import ChannelLog, Recovery
 from iris_runtime.events.schedule import Clock, Due, SystemClock, Timetable
 from iris_runtime.events.state import DB_NAME, Firing, FiringStore
@@ -60,19 +59,6 @@ log = logging.getLogger(__name__)
 MAX_SLEEP_SECONDS = 1.0
 PRUNE_EVERY = timedelta(hours=1)
 KEEP_SECONDS = 7 * 24 * 3600.0
-
-
-def event_prompt(rel: str, spec: EventSpec, when: str, fired_late_at: datetime | None) -> str:
-    """``[EVENT:<file>:<type>:<when>] <text>``: tells the model nobody is waiting for a reply."""
-    late = ""
-    if fired_late_at is not None:
-        late = f"(late: due {when}, fired {fired_late_at.isoformat(timespec='seconds')}) "
-    return f"[EVENT:{rel}:{spec.type}:{when}] {late}{spec.text}"
-
-
-def _utc_key(instant: datetime) -> str:
-    # Fixed width, so keys of one event sort by time (state.finish_periodic relies on it).
-    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -111,14 +97,14 @@ class EventService:
         self._clock = clock or SystemClock()
         self._poll = poll_seconds
         self._grace = timedelta(seconds=grace_seconds)
-        self._remove_file = remove_file
+        self._files = FiredFiles(data_dir, remove_file)
         self._store = FiringStore(data_dir / DB_NAME, now=lambda: self._clock.now().timestamp())
         self._timetable = Timetable(self._clock)
         self._active: dict[str, _Active] = {}
         self._delivery = Delivery(
             transports, self._store, self._clock, consume=self._consume, give_up=self._give_up
         )
-        self._recovery = Recovery(data_dir, self._store, channel_log, remove=self._remove_fired)
+        self._recovery = Recovery(data_dir, self._store, channel_log, remove=self._files.remove)
         # Due firings whose previous run could not be verified yet (see recovery).
         self._blocked: dict[tuple[str, str], Firing] = {}
         self._lock = threading.RLock()
@@ -279,23 +265,7 @@ class EventService:
         """:meth:`route_problem` as the error the API answers: ``NoSuchChannel`` (404) or
         ``TransportNotRunning`` (409) for a channel of a transport's shape that no running
         transport serves, ``InvalidInput`` (400 ``unroutable_event``) for a wrong folder."""
-        try:
-            owner = self._transports.owner(spec.channel)
-        except (NotFound, TransportNotRunning) as exc:
-            return exc
-        if folder.transport is None or owner.transport_id == folder.transport:
-            return None
-        if not any(t.transport_id == folder.transport for t in self._transports.all()):
-            problem = (
-                f"the {folder.transport} transport is not loaded, so events in {folder.rel}/ "
-                "cannot be delivered (is it configured?)"
-            )
-        else:
-            problem = (
-                f"channel {spec.channel!r} belongs to the {owner.transport_id} transport, not "
-                f"{folder.transport}; put this file in {ROOT_FOLDER}/ instead"
-            )
-        return InvalidInput(problem, code="unroutable_event")
+        return routing.route_error(self._transports, folder, spec)
 
     def on_event(self, rel: str, folder: Folder, spec: EventSpec, file_digest: str) -> str | None:
         reason = self.route_problem(folder, spec)
@@ -380,26 +350,15 @@ class EventService:
         if active is None or active.consumed:
             return None
         spec = active.spec
-        if spec.type == "periodic":
-            if self._delivery.is_waiting(due.id):
-                log.info(
-                    "events: %s is still waiting for %s's queue; skipping its %s run",
-                    due.id,
-                    spec.channel,
-                    due.scheduled.isoformat(timespec="seconds"),
-                )
-                return None
-            key = _utc_key(due.scheduled)
-            when = due.scheduled.astimezone(spec.zone).isoformat(timespec="seconds")
-        elif spec.type == "one-shot":
-            assert spec.at is not None
-            key = f"{_utc_key(due.scheduled)}#{active.digest[:16]}"
-            when = spec.at.isoformat()
-        else:
-            key = f"immediate#{active.digest[:16]}"
-            when = active.picked_up.isoformat(timespec="seconds")
-        prompt = event_prompt(due.id, spec, when, now if due.late else None)
-        firing = Firing(due.id, key, spec.type, spec.channel, prompt, active.digest)
+        if spec.type == "periodic" and self._delivery.is_waiting(due.id):
+            log.info(
+                "events: %s is still waiting for %s's queue; skipping its %s run",
+                due.id,
+                spec.channel,
+                due.scheduled.isoformat(timespec="seconds"),
+            )
+            return None
+        firing, when = new_firing(due, spec, active.digest, active.picked_up, now)
         if self._delivery.has(firing.ident):
             return None  # already on its way (delivered again after a restart)
         if self._recovery.blocks(firing.ident):
@@ -434,33 +393,9 @@ class EventService:
             reported = active is not None and active.digest == firing.digest
             if active is not None and reported:
                 active.consumed = True
-        if not reported and self._holds(firing):
+        if not reported and self._files.holds(firing):
             return False
-        return self._remove_fired(firing, "it ran")
-
-    def _holds(self, firing: Firing) -> bool:
-        """Whether the firing's file still holds the version that fired."""
-        try:
-            return digest(read_bounded(self.data_dir / firing.event)) == firing.digest
-        except OSError:
-            return False
-
-    def _remove_fired(self, firing: Firing, why: str) -> bool:
-        """Remove the version of the file that fired, never another; True unless that failed."""
-        if folder_problem(self.data_dir, _folder_of(firing.event)) is not None:
-            log.error(
-                "events: %s ran, but its folder is not usable; it is left alone", firing.event
-            )
-            return False
-        try:
-            outcome = consume(self.data_dir / firing.event, firing.digest, unlink=self._remove_file)
-        except OSError as exc:
-            # It stays accepted: the next start removes the file without running it again.
-            log.error("events: %s (%s) could not be removed: %s", firing.event, why, exc)
-            return False
-        if outcome == "newer":
-            log.info("events: %s changed after it fired; the new version stays", firing.event)
-        return True
+        return self._files.remove(firing, "it ran")
 
     def _give_up(self, firing: Firing, reason: str) -> None:
         """Its channel kept failing: a periodic event skips this instant; a one-shot or
@@ -472,18 +407,7 @@ class EventService:
             active = self._active.get(firing.event)
             if active is not None and active.digest == firing.digest:
                 self._cancel(firing.event)
-        path = self.data_dir / firing.event
-        log.error(
-            "events: gave up on %s: %s (reason in %s.error; edit or touch the file to retry)",
-            firing.event,
-            reason,
-            firing.event,
-        )
-        try:
-            if digest(read_bounded(path)) == firing.digest:
-                write_reason(path, f"could not be delivered: {reason}")
-        except OSError as exc:
-            log.error("events: cannot write the reason for %s: %s", firing.event, exc)
+        self._files.reject(firing, reason)
 
     def _maybe_prune(self, now: datetime) -> None:
         if self._next_prune is not None and now < self._next_prune:
@@ -503,7 +427,3 @@ class EventService:
     def next_time(self, rel: str) -> datetime | None:
         with self._lock:
             return self._timetable.next_time(rel)
-
-
-def _folder_of(rel: str) -> Folder:
-    return Folder(rel.rsplit("/", 1)[0])

@@ -22,7 +22,7 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Generator, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import anthropic
 import httpx2
@@ -38,7 +38,6 @@ from anthropic.types import (
 
 from iris_runtime.config import Settings
 from iris_runtime.engine.provider import (
-    Done,
     Message,
     ProviderEvent,
     ProviderRequest,
@@ -53,16 +52,13 @@ from iris_runtime.providers import interrupt
 from iris_runtime.providers.keys import KeyResolver, env_key
 from iris_runtime.providers.models import ModelInfo, resolve_model
 from iris_runtime.providers.retry import (
-    CONNECT_TIMEOUT,
     Failure,
     Item,
-    RetryingProvider,
     RetryPolicy,
     connection_failure,
     parse_arguments,
-    status_failure,
-    stream_error_failure,
 )
+from iris_runtime.providers.sdk_provider import RetryingProvider, finished
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -244,6 +240,7 @@ def _read_to_end(events: Iterator[RawMessageStreamEvent]) -> None:
 
 class AnthropicProvider(RetryingProvider[anthropic.Anthropic, _Call]):
     name = "anthropic"
+    client_class = anthropic.Anthropic
 
     def __init__(
         self,
@@ -258,14 +255,6 @@ class AnthropicProvider(RetryingProvider[anthropic.Anthropic, _Call]):
         super().__init__(settings, model, key, base_url, retry_policy)
         self.thinking_budget = thinking_budget
         self._signed = _SignedTurns()
-
-    def new_client(self, key: str) -> anthropic.Anthropic:
-        return anthropic.Anthropic(
-            api_key=key,
-            base_url=self.base_url,
-            max_retries=0,  # all retrying is ours, visible and abortable
-            timeout=httpx2.Timeout(self.timeout, connect=CONNECT_TIMEOUT),
-        )
 
     def prepare(self, request: ProviderRequest, model: ModelInfo) -> _Call:
         thinking, signed = self._thinking(request.messages, self._budget(request.thinking, model))
@@ -306,7 +295,7 @@ class AnthropicProvider(RetryingProvider[anthropic.Anthropic, _Call]):
         try:
             yield from self._reply(client, call)
         except anthropic.APIStatusError as exc:
-            yield self._status_failure(exc)
+            yield self.http_failure(exc, exc.api_message or exc.message)
         except (anthropic.APIConnectionError, httpx2.TransportError) as exc:  # timeouts included
             yield connection_failure(exc, timeout=self.timeout)
         except (anthropic.APIError, ValueError) as exc:  # undecodable event data
@@ -329,23 +318,10 @@ class AnthropicProvider(RetryingProvider[anthropic.Anthropic, _Call]):
                     continue
                 if reply.call_ids and reply.thinking:  # before Done: the next turn needs them
                     self._signed.put(reply.call_ids[0], list(reply.thinking.values()))
-                usage = replace(reply.usage, cost_usd=call.model.price.cost(reply.usage))
-                yield Done(reply.stop_reason, usage)
+                yield finished(reply.stop_reason, reply.usage, call.model)
                 _read_to_end(events)
                 return
         yield Failure("stream ended without a final event", True)
-
-    def _status_failure(self, exc: anthropic.APIStatusError) -> Failure:
-        detail = exc.api_message or exc.message
-        if exc.status_code < 400:  # an `error` event inside a started (200) stream
-            return stream_error_failure(exc.type, detail)
-        return status_failure(
-            exc.status_code,
-            detail,
-            exc.response.headers,
-            key_source=self.key.source,
-            error_type=exc.type,
-        )
 
 
 def _thinking_budget(settings: Settings, model: ModelInfo) -> int | None:

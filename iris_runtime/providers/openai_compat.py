@@ -42,7 +42,6 @@ from openai.types.shared import ReasoningEffort
 
 from iris_runtime.config import Settings
 from iris_runtime.engine.provider import (
-    Done,
     Message,
     ProviderEvent,
     ProviderRequest,
@@ -56,16 +55,14 @@ from iris_runtime.errors import ConfigError
 from iris_runtime.providers.keys import KeyResolver, OptionalKey, env_key
 from iris_runtime.providers.models import ModelInfo, is_local_url, resolve_model
 from iris_runtime.providers.retry import (
-    CONNECT_TIMEOUT,
     Failure,
     Item,
-    RetryingProvider,
     RetryPolicy,
     connection_failure,
     parse_arguments,
-    status_failure,
     stream_error_failure,
 )
+from iris_runtime.providers.sdk_provider import RetryingProvider, finished
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +230,7 @@ class _Call:
 
 class OpenAIProvider(RetryingProvider[openai.OpenAI, _Call]):
     name = "openai"
+    client_class = openai.OpenAI
 
     def __init__(
         self,
@@ -249,14 +247,6 @@ class OpenAIProvider(RetryingProvider[openai.OpenAI, _Call]):
         self.compat = compat  # None: detected per model
         self.reasoning_effort = reasoning_effort
 
-    def new_client(self, key: str) -> openai.OpenAI:
-        return openai.OpenAI(
-            api_key=key,
-            base_url=self.base_url,
-            max_retries=0,  # all retrying is ours, visible and abortable
-            timeout=httpx2.Timeout(self.timeout, connect=CONNECT_TIMEOUT),
-        )
-
     def prepare(self, request: ProviderRequest, model: ModelInfo) -> _Call:
         compat = self.compat or detect_compat(self.base_url, model)
         effort = self.reasoning_effort
@@ -270,7 +260,7 @@ class OpenAIProvider(RetryingProvider[openai.OpenAI, _Call]):
         try:
             yield from self._reply(client, call)
         except openai.APIStatusError as exc:
-            yield self._status_failure(exc)
+            yield self.http_failure(exc, _detail(exc))
         except (openai.APIConnectionError, httpx2.TransportError) as exc:  # timeouts included
             yield connection_failure(exc, timeout=self.timeout)
         except openai.APIError as exc:  # an error object inside the stream
@@ -297,17 +287,8 @@ class OpenAIProvider(RetryingProvider[openai.OpenAI, _Call]):
             yield Failure("stream ended without a final event", True)
             return
         yield from reply.tool_calls()
-        usage = replace(reply.usage, cost_usd=call.model.price.cost(reply.usage))
-        yield Done(STOP_REASONS.get(reply.finish_reason, reply.finish_reason), usage)
-
-    def _status_failure(self, exc: openai.APIStatusError) -> Failure:
-        return status_failure(
-            exc.status_code,
-            _detail(exc),
-            exc.response.headers,
-            key_source=self.key.source,
-            error_type=exc.type,
-        )
+        stop_reason = STOP_REASONS.get(reply.finish_reason, reply.finish_reason)
+        yield finished(stop_reason, reply.usage, call.model)
 
 
 def _detail(exc: openai.APIError) -> str:

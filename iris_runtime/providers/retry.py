@@ -1,5 +1,5 @@
-"""The call machinery shared by the network providers: retries, the stream relay, failures and
-:class:`RetryingProvider`, the common shape of a provider.
+"""The call machinery shared by the network providers: retries, the stream relay and failures
+(:class:`.sdk_provider.RetryingProvider` puts them together).
 
 Both SDK clients are created with ``max_retries=0``: every retry happens here, so each wait is
 visible to the user as a :class:`Notice` and interruptible by ``abort``.
@@ -28,20 +28,15 @@ import queue
 import random
 import threading
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass, field
+from typing import Any
 
 import httpx2
 
-from iris_runtime.config import Settings
-from iris_runtime.engine.provider import Notice, ProviderError, ProviderEvent, ProviderRequest
+from iris_runtime.engine.provider import Notice, ProviderError, ProviderEvent
 from iris_runtime.engine.tools import RAW_ARGUMENTS
-from iris_runtime.errors import ConfigError
 from iris_runtime.providers import interrupt
-from iris_runtime.providers.keys import ClientCache, KeyResolver, KeyUnavailable, missing_key
-from iris_runtime.providers.models import ModelInfo, resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -335,83 +330,3 @@ def run_with_retries(
         yield Notice(f"retrying in {_seconds(delay)}: {failure.reason}")
         if policy.sleep(delay, abort):
             return
-
-
-ClientT = TypeVar("ClientT")
-CallT = TypeVar("CallT")
-
-
-class RetryingProvider(ABC, Generic[ClientT, CallT]):
-    """A provider over an SDK: key check, model lookup, one client per key, and attempts run
-    through :func:`guarded` and :func:`run_with_retries`. Subclasses build the SDK client and the
-    call, and run one attempt, yielding events and at most one :class:`Failure`."""
-
-    name = ""
-
-    def __init__(
-        self,
-        settings: Settings,
-        model: ModelInfo,
-        key: KeyResolver,
-        base_url: str,
-        retry_policy: RetryPolicy | None = None,
-    ) -> None:
-        self.settings = settings
-        self.model = model
-        self.context_window = model.context_window  # the engine compacts history to fit
-        self.key = key
-        self.base_url = base_url
-        self.timeout = settings.provider_stream_timeout_seconds
-        self.retry_policy = retry_policy or RetryPolicy(settings.provider_max_retries)
-        self._models = {model.id: model}
-        self._clients = ClientCache(self._tracked_client)
-
-    def stream(self, request: ProviderRequest, abort: threading.Event) -> Iterator[ProviderEvent]:
-        try:
-            key = self.key()
-        except KeyUnavailable as exc:
-            yield ProviderError(f"{self.name}: {exc.message}", retryable=exc.retryable)
-            return
-        if key is None:
-            yield missing_key(self.name, self.key)
-            return
-        try:
-            call = self.prepare(request, self.model_for(request))
-        except ConfigError as exc:
-            yield ProviderError(f"{self.name}: {exc.message}")
-            return
-        client, tracked = self._clients.get(key)
-        run = guarded if tracked else relay
-
-        def attempt() -> Iterator[Item]:
-            return run(lambda: self.attempt(client, call), abort, self.timeout)
-
-        yield from run_with_retries(self.name, attempt, self.retry_policy, abort)
-
-    def model_for(self, request: ProviderRequest) -> ModelInfo:
-        """The resolved model, or the one a request names (resolved once, by the same rules)."""
-        name = request.model or self.model.id
-        if name not in self._models:
-            settings = replace(self.settings, model=name)
-            self._models[name] = resolve_model(settings, self.name, self.base_url)
-        return self._models[name]
-
-    def _tracked_client(self, key: str) -> tuple[ClientT, bool]:
-        """A new client, and whether its I/O could be made interruptible (see :func:`guarded`)."""
-        client = self.new_client(key)
-        tracked = interrupt.track(client)
-        if not tracked:
-            log.warning("%s: cannot track the SDK's connections; stops use a thread", self.name)
-        return client, tracked
-
-    @abstractmethod
-    def new_client(self, key: str) -> ClientT:
-        """An SDK client for ``key`` (with the SDK's own retries off)."""
-
-    @abstractmethod
-    def prepare(self, request: ProviderRequest, model: ModelInfo) -> CallT:
-        """The wire request for ``request``, built once and reused by every attempt."""
-
-    @abstractmethod
-    def attempt(self, client: ClientT, call: CallT) -> Generator[Item, None, None]:
-        """One try: the events of the response, or a Failure that decides about retrying."""

@@ -1,15 +1,12 @@
 """Docker-mode sub-agents: one container per agent, declared in ``terraform/agents.tf``.
 
-Spawn adds a block (a ``module "agent_NAME"`` using ``terraform/modules/agent`` and its output)
-between marker comments and applies that module and the shared runtime image only (``-target``):
-the image is built when its sources changed, the new agent runs it, and the other agents keep
-their containers until a full apply (``DockerAgents.apply_all``) rolls them onto the new image.
-Remove destroys the agent's module (targeted too) and deletes the block; the module's
-destroy-time provisioner removes the container.
-
-The small docker helpers here (daemon reachable, inspect, remove) give clear errors before
-Terraform runs and let tests and ``remove`` look at what is really there. ``DOCKER_HOST`` is
-honoured by the docker CLI itself.
+Spawn adds a block (:mod:`.agents_tf`) between marker comments and applies that module and the
+shared runtime image only (``-target``): the image is built when its sources changed, the new
+agent runs it, and the other agents keep their containers until a full apply
+(``DockerAgents.apply_all``) rolls them onto the new image. Remove destroys the agent's module
+(targeted too) and deletes the block; the module's destroy-time provisioner removes the
+container. The docker CLI itself (:mod:`.docker_cli`) checks the daemon first and shows what is
+really there.
 """
 
 from __future__ import annotations
@@ -19,267 +16,66 @@ import fcntl
 import json
 import os
 import re
-import secrets
-import shutil
-import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from iris_runtime import data_layout
-from iris_runtime.errors import InvalidInput, ProvisionError
+from iris_runtime.errors import ProvisionError
 from iris_runtime.private_files import FILE_MODE, open_private, private_dir, write_private_file
+from iris_runtime.provision.agents_tf import (
+    AGENT_NAME,
+    IMAGE_RESOURCE,
+    SECRETS_MODES,
+    begin_marker,
+    check_agent_name,
+    end_marker,
+    render_block,
+    with_block,
+    without_block,
+)
+from iris_runtime.provision.docker_cli import (
+    AGENT_LABEL,
+    CONTAINER_PREFIX,
+    DOCKER_BIN,
+    check_docker,
+    container_name,
+    container_state,
+    containers_on_other_images,
+    inspect_container,
+    remove_container,
+    start_container,
+)
 from iris_runtime.provision.launch import IDENTITY_VARS, AgentLaunch, Progress
+from iris_runtime.provision.public_files import write_public_file
 from iris_runtime.provision.terraform import Terraform
 
-DOCKER_BIN = "docker"
-CONTAINER_PREFIX = "iris-agent-"
-SECRETS_MODES = ("env", "store", "proxy")
+# Names that lived here before the agents.tf blocks and the docker CLI got modules of their own.
+__all__ = [
+    "AGENT_LABEL",
+    "AGENT_NAME",
+    "CONTAINER_PREFIX",
+    "DOCKER_BIN",
+    "IMAGE_RESOURCE",
+    "MODULE_OWNED_ENV",
+    "SECRETS_MODES",
+    "DockerAgents",
+    "begin_marker",
+    "check_agent_name",
+    "check_docker",
+    "container_name",
+    "container_state",
+    "containers_on_other_images",
+    "end_marker",
+    "inspect_container",
+    "remove_container",
+    "render_block",
+    "start_container",
+    "with_block",
+    "without_block",
+]
+
 # Set by the module from its own variables; the rest of a launch's environment is extra_env.
 MODULE_OWNED_ENV = IDENTITY_VARS | {"IRIS_API_TOKEN"}
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# The registry's own rule (agents/registry.py NAME_RE), so every registered name works here: the
-# container is iris-agent-NAME (Docker allows [a-zA-Z0-9][a-zA-Z0-9_.-]*), the module and output
-# are agent_NAME (an HCL identifier may hold _ and - after its first letter).
-AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
-IMAGE_RESOURCE = "terraform_data.iris_runtime_image"
-AGENT_LABEL = "iris.agent"
-
-
-def check_agent_name(name: str) -> None:
-    """InvalidInput unless ``name`` can name a Docker agent (container, module and output)."""
-    if not AGENT_NAME.fullmatch(name or ""):
-        raise InvalidInput(
-            f"agent name {name!r} cannot be used for a container: lowercase letters, digits, "
-            "'-' and '_', starting with a letter or digit, at most 63 characters",
-            code="invalid_agent_name",
-        )
-
-
-def container_name(agent: str) -> str:
-    return f"{CONTAINER_PREFIX}{agent}"
-
-
-# -- docker CLI helpers -------------------------------------------------------------------------
-
-
-def _docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    binary = shutil.which(DOCKER_BIN)
-    if binary is None:
-        raise ProvisionError(
-            "docker CLI not found: install Docker (Debian: apt-get install docker.io) to run "
-            "Docker-mode agents"
-        )
-    try:
-        return subprocess.run(
-            [binary, *args], capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired:
-        raise ProvisionError(f"docker {args[0]} did not answer within {timeout:.0f} s") from None
-
-
-def _daemon_address() -> str:
-    return os.environ.get("DOCKER_HOST") or "the default socket /var/run/docker.sock"
-
-
-def check_docker() -> str:
-    """The daemon's version; ProvisionError when the CLI is missing or the daemon unreachable."""
-    result = _docker("version", "--format", "{{.Server.Version}}", timeout=20)
-    if result.returncode != 0 or not result.stdout.strip():
-        reason = _last_line(result.stderr) or f"exit status {result.returncode}"
-        raise ProvisionError(
-            f"Docker daemon not reachable at {_daemon_address()}: {reason} (is dockerd "
-            "running, and may this user use its socket? DOCKER_HOST selects another daemon)"
-        )
-    return result.stdout.strip()
-
-
-def inspect_container(name: str) -> dict[str, Any] | None:
-    """``docker container inspect`` of one container, or None when there is none."""
-    result = _docker("container", "inspect", name)
-    if result.returncode != 0:
-        if "no such" in result.stderr.lower():
-            return None
-        raise ProvisionError(f"docker inspect {name} failed: {_last_line(result.stderr)}")
-    found = json.loads(result.stdout)
-    return found[0] if found else None
-
-
-def container_state(name: str) -> str | None:
-    """``running``, ``restarting``, ``exited``... or None when there is no such container."""
-    info = inspect_container(name)
-    return None if info is None else str(info.get("State", {}).get("Status", ""))
-
-
-def remove_container(name: str) -> bool:
-    """Force-remove a container; True when there was one (``rm --force`` alone cannot tell:
-    current CLIs exit 0 for a missing container)."""
-    if inspect_container(name) is None:
-        return False
-    result = _docker("rm", "--force", name)
-    if result.returncode != 0 and "no such container" not in result.stderr.lower():
-        raise ProvisionError(f"docker rm {name} failed: {_last_line(result.stderr)}")
-    return True
-
-
-def start_container(name: str) -> None:
-    """``docker start`` a stopped container (a no-op for a running one)."""
-    result = _docker("start", name)
-    if result.returncode != 0:
-        raise ProvisionError(f"docker start {name} failed: {_last_line(result.stderr)}")
-
-
-def containers_on_other_images(image: str) -> list[str]:
-    """Agents (``iris.agent`` label) whose container was started from the tag ``image`` but runs
-    an older build of it: the tag has moved on since. Empty when Docker cannot tell."""
-    current = _docker("image", "inspect", "--format", "{{.Id}}", image)
-    listed = _docker("ps", "--all", "--filter", f"label={AGENT_LABEL}", "--format", "{{.Names}}")
-    names = listed.stdout.split()
-    if current.returncode != 0 or listed.returncode != 0 or not names:
-        return []
-    result = _docker(
-        "container",
-        "inspect",
-        "--format",
-        f'{{{{index .Config.Labels "{AGENT_LABEL}"}}}} {{{{.Config.Image}}}} {{{{.Image}}}}',
-        *names,
-    )
-    older = []
-    for line in result.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[1] == image and parts[2] != current.stdout.strip():
-            older.append(parts[0])
-    return sorted(older)
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
-
-
-# -- agents.tf blocks ---------------------------------------------------------------------------
-
-
-def _hcl_string(value: str) -> str:
-    """A quoted HCL string literal: JSON escapes, plus Terraform's template sequences escaped."""
-    return json.dumps(value, ensure_ascii=False).replace("${", "$${").replace("%{", "%%{")
-
-
-def begin_marker(name: str) -> str:
-    return f"# >>> iris-agent {name}"
-
-
-def end_marker(name: str) -> str:
-    return f"# <<< iris-agent {name}"
-
-
-def render_block(
-    *,
-    name: str,
-    bridge_port: int,
-    api_port: int,
-    data_dir: Path,
-    user: str,
-    secrets_mode: str,
-    unique_token: bool,
-    broker_url: str | None,
-    extra_env: Mapping[str, str],
-) -> str:
-    """One agent's block for agents.tf, rendered in a single pass."""
-    check_agent_name(name)
-    if secrets_mode not in SECRETS_MODES:
-        raise ProvisionError(f"secrets mode must be one of {', '.join(SECRETS_MODES)}")
-    for key in extra_env:
-        if not _ENV_NAME.fullmatch(key):
-            raise ProvisionError(f"{name}: {key!r} is not an environment variable name")
-    broker = _hcl_string(broker_url) if broker_url else "var.broker_url"
-    width = max((len(key) for key in extra_env), default=0)
-    env_lines = "".join(
-        f"    {key.ljust(width)} = {_hcl_string(value)}\n"
-        for key, value in sorted(extra_env.items())
-    )
-    extra = f"{{\n{env_lines}  }}" if extra_env else "{}"
-    return (
-        f"{begin_marker(name)}\n"
-        f'module "agent_{name}" {{\n'
-        f'  source = "./modules/agent"\n'
-        f"\n"
-        f"  name             = {_hcl_string(name)}\n"
-        f"  bridge_port      = {bridge_port}\n"
-        f"  api_port         = {api_port}\n"
-        f"  image            = local.runtime_image\n"
-        f"  image_revision   = local.runtime_image_revision\n"
-        f"  data_dir         = {_hcl_string(str(data_dir))}\n"
-        f"  user             = {_hcl_string(user)}\n"
-        f"  secrets_mode     = {_hcl_string(secrets_mode)}\n"
-        f"  unique_api_token = {'true' if unique_token else 'false'}\n"
-        f"  env_file         = var.env_file\n"
-        f"  broker_url       = {broker}\n"
-        f"\n"
-        f"  extra_env = {extra}\n"
-        f"\n"
-        f"  depends_on = [terraform_data.iris_runtime_image]\n"
-        f"}}\n"
-        f"\n"
-        f'output "agent_{name}" {{\n'
-        f"  value = {{\n"
-        f"    bridge_url = module.agent_{name}.bridge_url\n"
-        f"    api_token  = module.agent_{name}.api_token\n"
-        f"  }}\n"
-        f"  sensitive = true\n"
-        f"}}\n"
-        f"{end_marker(name)}\n"
-    )
-
-
-def without_block(text: str, name: str) -> tuple[str, bool]:
-    """``text`` with agent ``name``'s block cut out, and whether it had one."""
-    begin, end = begin_marker(name), end_marker(name)
-    lines = text.splitlines(keepends=True)
-    out: list[str] = []
-    inside = found = False
-    for line in lines:
-        stripped = line.rstrip("\n")
-        if not inside and stripped == begin:
-            inside = found = True
-            continue
-        if inside:
-            if stripped == end:
-                inside = False
-            continue
-        out.append(line)
-    if inside:
-        raise ProvisionError(f"agents.tf: {begin!r} has no matching {end!r}; fix the file by hand")
-    # A removed block leaves the blank line that separated it; keep the file tidy.
-    joined = "".join(out)
-    while "\n\n\n" in joined:
-        joined = joined.replace("\n\n\n", "\n\n")
-    return (joined.rstrip("\n") + "\n" if joined.strip() else ""), found
-
-
-def with_block(text: str, name: str, block: str) -> str:
-    rest, _ = without_block(text, name)
-    return f"{rest}\n{block}" if rest else block
-
-
-def _write_public_file(path: Path, text: str) -> None:
-    """Atomically replace a non-secret file (mode 0644) with ``text``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
-
-
-# -- the agents ---------------------------------------------------------------------------------
 
 
 class DockerAgents:
@@ -520,7 +316,7 @@ class DockerAgents:
             ) from None
 
     def _write_agents(self, text: str) -> None:
-        _write_public_file(self.agents_file, text)
+        write_public_file(self.agents_file, text)
 
 
 # Our destroys of one agent target its module on purpose; Terraform warns about it anyway.

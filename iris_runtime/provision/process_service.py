@@ -16,35 +16,19 @@ import time
 from pathlib import Path
 
 from iris_runtime.errors import ProvisionError
+from iris_runtime.provision.agent_log import agent_log_path, log_tail
 from iris_runtime.provision.launch import AgentLaunch, Progress
-from iris_runtime.provision.supervised import SupervisedProcess, SupervisedStore
-from iris_runtime.provision.supervisor import (
+from iris_runtime.provision.process_groups import (
     LEFTOVER_GRACE_SECONDS,
     STOP_GRACE_SECONDS,
     stop_recorded,
 )
+from iris_runtime.provision.supervised import SupervisedProcess, SupervisedStore, SupervisorBeat
 
 NO_SUPERVISOR = (
     "process mode needs a running Iris to supervise the agent: start `iris serve` "
     "(or use --service-manager systemd)"
 )
-LOG_TAIL_LINES = 20
-
-
-def agent_log_path(home: Path) -> Path:
-    """Where a supervised agent's stdout and stderr go (inside its home, mode 0600)."""
-    return home / "logs" / "agent.log"
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        with path.open("rb") as handle:
-            size = handle.seek(0, 2)
-            handle.seek(max(0, size - 16 * 1024))
-            text = handle.read().decode(errors="replace")
-    except OSError:
-        return f"(no log at {path})"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 class ProcessService:
@@ -77,9 +61,7 @@ class ProcessService:
 
     def install(self, launch: AgentLaunch, progress: Progress) -> None:
         with SupervisedStore(self.data_dir) as store:
-            beat = store.supervisor()
-            if beat is None or not beat.is_alive():
-                raise ProvisionError(NO_SUPERVISOR)
+            beat = _live_supervisor(store)
             log_path = agent_log_path(launch.home)
             progress(f"asking Iris (pid {beat.pid}) to run {launch.name} (log: {log_path})")
             row = store.request(
@@ -96,9 +78,7 @@ class ProcessService:
         the wait below sees only what happens from now on). Unlike ``install``, a failure
         leaves the row as it was: it is an existing agent, not one being created."""
         with SupervisedStore(self.data_dir) as store:
-            beat = store.supervisor()
-            if beat is None or not beat.is_alive():
-                raise ProvisionError(NO_SUPERVISOR)
+            beat = _live_supervisor(store)
             row = store.get(name)
             if row is None or row.desired != "running":
                 raise ProvisionError(f"agent {name} is not supervised: nothing to start")
@@ -176,3 +156,11 @@ class ProcessService:
                 )
             time.sleep(self._poll)
         return True
+
+
+def _live_supervisor(store: SupervisedStore) -> SupervisorBeat:
+    """The heartbeat of the Iris supervising this data dir; ProvisionError when none beats."""
+    beat = store.supervisor()
+    if beat is None or not beat.is_alive():
+        raise ProvisionError(NO_SUPERVISOR)
+    return beat

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Literal
 
 from iris_runtime import data_layout
 from iris_runtime.errors import ProvisionError
-from iris_runtime.private_files import adopt_parent_owner, check_private_path, chmod_private_db
 
 if TYPE_CHECKING:
     # sqlite3 loads with the first connection: `iris serve`'s master only reads settings here.
@@ -193,29 +192,10 @@ class SupervisedStore:
         if self._conn is None:
             if not self.path.parent.is_dir():
                 raise ProvisionError(f"the data dir {self.path.parent} does not exist")
-            # SQLite follows symlinks: as root, refuse one planted at state.db (or its -wal,
-            # -shm) by the data dir's owner before SQLite opens, writes or chowns through it.
-            check_private_path(self.path, sqlite=True)
-            created = not self.path.exists()
-            import sqlite3
+            # Here, not at the top: state_db loads sqlite3 (see the TYPE_CHECKING import).
+            from iris_runtime.state_db import open_state_db
 
-            conn = sqlite3.connect(
-                self.path, timeout=10.0, isolation_level=None, check_same_thread=False
-            )
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-                chmod_private_db(self.path, 0o600)
-            except BaseException:
-                conn.close()  # nothing half-open is kept
-                raise
-            self._conn = conn
-            if created:
-                # Made by a root-run CLI, it must still be Iris's: SQLite itself gives the
-                # -wal and -shm files the database file's owner.
-                adopt_parent_owner(self.path)
+            self._conn = open_state_db(self.path, _SCHEMA)
         return self._conn
 
     @contextmanager

@@ -21,7 +21,6 @@ booted container, and pass the container's unit directory and root as seen from 
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import tempfile
 import time
@@ -31,6 +30,7 @@ from pathlib import Path
 from iris_runtime.errors import ProvisionError
 from iris_runtime.provision.agent_users import agent_user_name, ensure_agent_user, unit_user
 from iris_runtime.provision.launch import AgentLaunch, Progress
+from iris_runtime.provision.public_files import write_public_file
 from iris_runtime.provision.unit import render_unit, template_path, unit_file_name, verify_unit
 
 SYSTEMD_RUN_DIR = Path("/run/systemd/system")
@@ -38,6 +38,8 @@ DEFAULT_AGENT_USER = "iris-agent"
 """The prefix of the agents' own Unix users unless configured otherwise (``IRIS_AGENT_USER``):
 agent ``digest`` runs as ``iris-agent-digest``."""
 JOURNAL_LINES = 20
+# What a unit directory that takes no new file usually means.
+_UNIT_DIR_HINT = " (service mode needs root, or use --service-manager process)"
 _COMMAND_TIMEOUT = 90.0  # a stop may take TimeoutStopSec= (30 s) before systemd kills
 _NOT_LOADED = ("not loaded", "does not exist", "not found", "No such file")
 
@@ -121,19 +123,10 @@ class SystemdService:
             self._target("chown", "-R", "--no-dereference", f"{user}:", str(launch.home))
         try:
             progress(f"writing {path}")
-            _write_atomically(path, text)
+            write_public_file(path, text, hint=_UNIT_DIR_HINT)
             progress("systemctl daemon-reload")
             self._systemctl("daemon-reload")
-            progress(f"systemctl enable --now {unit}")
-            started = self._systemctl("enable", "--now", unit, check=False)
-            if started.returncode != 0:
-                raise ProvisionError(
-                    f"{unit} did not start: {_without_symlink_notes(started.stderr)}\n"
-                    f"{self._journal(unit)}{self._access_hint(launch.name)}"
-                )
-            progress(f"checking that {unit} stays up")
-            self._wait_settled(unit, launch.name)
-            progress(f"{unit} is running")
+            self._enable_now(unit, launch.name, progress)
         except BaseException:  # Ctrl-C included: never leave a half-installed unit behind
             self._undo(unit, path)
             raise
@@ -164,6 +157,10 @@ class SystemdService:
             raise ProvisionError(f"{self.unit_path(name)} does not exist: nothing to start")
         # A failed unit's state and restart counter would make the check below fail at once.
         self._systemctl("reset-failed", unit, check=False)
+        self._enable_now(unit, name, progress)
+
+    def _enable_now(self, unit: str, name: str, progress: Progress) -> None:
+        """``systemctl enable --now`` agent ``name``'s unit, then wait until it stays up."""
         progress(f"systemctl enable --now {unit}")
         started = self._systemctl("enable", "--now", unit, check=False)
         if started.returncode != 0:
@@ -204,23 +201,11 @@ class SystemdService:
     # -- helpers ---------------------------------------------------------------------------
 
     def _systemctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = _run([*self.systemctl, *args])
-        if check and result.returncode != 0:
-            raise ProvisionError(
-                f"systemctl {' '.join(args)} failed (exit {result.returncode}): "
-                f"{result.stderr.strip() or result.stdout.strip()}"
-            )
-        return result
+        return _run([*self.systemctl, *args], check, f"systemctl {' '.join(args)}")
 
     def _target(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` on the managed machine."""
-        result = _run([*self.on_target, *argv])
-        if check and result.returncode != 0:
-            raise ProvisionError(
-                f"{' '.join(argv)} failed (exit {result.returncode}): "
-                f"{result.stderr.strip() or result.stdout.strip()}"
-            )
-        return result
+        return _run([*self.on_target, *argv], check, " ".join(argv))
 
     def _access_hint(self, name: str) -> str:
         return (
@@ -285,9 +270,10 @@ def _argv(command: str | Sequence[str]) -> tuple[str, ...]:
     return (command,) if isinstance(command, str) else tuple(command)
 
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+def _run(argv: list[str], check: bool = False, what: str = "") -> subprocess.CompletedProcess[str]:
+    """Run ``argv``; with ``check``, a failure is a ProvisionError naming ``what`` ran."""
     try:
-        return subprocess.run(
+        result = subprocess.run(
             argv, capture_output=True, text=True, timeout=_COMMAND_TIMEOUT, check=False
         )
     except FileNotFoundError:
@@ -295,6 +281,12 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     except subprocess.TimeoutExpired:
         command = " ".join(argv)
         raise ProvisionError(f"{command} did not finish in {_COMMAND_TIMEOUT:.0f} s") from None
+    if check and result.returncode != 0:
+        raise ProvisionError(
+            f"{what} failed (exit {result.returncode}): "
+            f"{result.stderr.strip() or result.stdout.strip()}"
+        )
+    return result
 
 
 def _without_symlink_notes(stderr: str) -> str:
@@ -305,25 +297,3 @@ def _without_symlink_notes(stderr: str) -> str:
 
 def _not_loaded(stderr: str) -> bool:
     return any(marker in stderr for marker in _NOT_LOADED)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Readers (systemd) see the old file or the whole new one. 0644: a unit holds no secret."""
-    try:
-        fd, scratch = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise ProvisionError(
-            f"cannot write to {path.parent}: {exc.strerror} (service mode needs root, or use "
-            "--service-manager process)"
-        ) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fchmod(handle.fileno(), 0o644)
-            os.fsync(handle.fileno())
-        os.replace(scratch, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(scratch)
-        raise

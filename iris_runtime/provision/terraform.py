@@ -16,7 +16,7 @@ Rules kept here, so every caller gets them:
   checkout; the state path is given to the local backend at init.
 - Ctrl-C is forwarded as one SIGINT (Terraform runs in its own session so the terminal's signal
   does not reach it twice, which would make it stop hard) and the driver waits for it to exit, so
-  the state lock is released.
+  the state lock is released (:mod:`.terraform_process`).
 - Concurrent runs wait for the state lock (``-lock-timeout``) instead of failing.
 """
 
@@ -27,17 +27,25 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from iris_runtime.errors import ProvisionError
 from iris_runtime.private_files import FILE_MODE, private_dir
 from iris_runtime.provision.launch import Progress, no_progress
+from iris_runtime.provision.terraform_process import interruptible
+from iris_runtime.provision.terraform_ui import (
+    Diagnostic,
+    describe,
+    diagnostic_of,
+    parse_line,
+    shorten,
+)
+
+# Names that lived here before the -json UI and the process got modules of their own.
+__all__ = ["INSTALL_HINT", "Diagnostic", "Terraform", "describe"]
 
 INSTALL_HINT = (
     "install Terraform 1.5 or newer (a single binary: the HashiCorp release zip from "
@@ -62,70 +70,6 @@ _PASSED_ENV = (
     "DOCKER_BUILDKIT",
     "SSL_CERT_FILE",
 )
-_LONGEST_LINE = 300
-_DETAIL_LINES = 12
-
-
-@dataclass(frozen=True)
-class Diagnostic:
-    severity: str  # "error" | "warning"
-    summary: str
-    detail: str = ""
-    address: str = ""
-
-    def __str__(self) -> str:
-        where = f"{self.address}: " if self.address else ""
-        # A failed provisioner's detail is its whole output: its end says what went wrong.
-        lines = [line.rstrip() for line in self.detail.strip().splitlines() if line.strip()]
-        if len(lines) > _DETAIL_LINES:
-            lines = ["…", *lines[-_DETAIL_LINES:]]
-        detail = ": " + "\n".join(lines) if lines else ""
-        return f"{where}{self.summary}{detail}"
-
-
-def _diagnostic(raw: Mapping[str, Any]) -> Diagnostic:
-    return Diagnostic(
-        severity=str(raw.get("severity", "error")),
-        summary=str(raw.get("summary", "")).strip(),
-        detail=str(raw.get("detail", "") or ""),
-        address=str(raw.get("address", "") or ""),
-    )
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _LONGEST_LINE else text[: _LONGEST_LINE - 1] + "…"
-
-
-def describe(message: Mapping[str, Any]) -> str | None:
-    """One short human line for a ``-json`` UI message, or None when it is not worth showing."""
-    kind = message.get("type")
-    hook = message.get("hook") or {}
-    resource = (hook.get("resource") or {}).get("addr", "")
-    if kind == "apply_start":
-        return f"{resource}: {hook.get('action', 'apply')}…"
-    if kind == "apply_progress":
-        return f"{resource}: still working ({hook.get('elapsed_seconds', 0)}s)"
-    if kind == "apply_complete":
-        return f"{resource}: {hook.get('action', 'apply')} done ({hook.get('elapsed_seconds', 0)}s)"
-    if kind == "apply_errored":
-        return f"{resource}: {hook.get('action', 'apply')} failed"
-    if kind == "provision_progress":
-        output = str(hook.get("output", "")).strip()
-        return f"{resource}: {_short(output)}" if output else None
-    if kind == "provision_errored":
-        return f"{resource}: {hook.get('provisioner', 'provisioner')} failed"
-    if kind == "planned_change":
-        change = message.get("change") or {}
-        addr = (change.get("resource") or {}).get("addr", "")
-        return f"plan: {change.get('action', 'change')} {addr}"
-    if kind == "change_summary":
-        return str(message.get("@message", "")) or None
-    if kind == "diagnostic":
-        diagnostic = _diagnostic(message.get("diagnostic") or {})
-        if diagnostic.severity == "warning":
-            return f"warning: {_short(str(diagnostic))}"
-    return None
 
 
 class Terraform:
@@ -181,7 +125,7 @@ class Terraform:
             report = json.loads(out.stdout)
         except json.JSONDecodeError:
             raise ProvisionError(f"terraform validate failed: {self._tail(out)}") from None
-        diagnostics = [_diagnostic(d) for d in report.get("diagnostics", [])]
+        diagnostics = [diagnostic_of(d) for d in report.get("diagnostics", [])]
         errors = [d for d in diagnostics if d.severity == "error"]
         if errors or not report.get("valid", False):
             raise ProvisionError(
@@ -236,17 +180,7 @@ class Terraform:
     ) -> None:
         """Apply everything, or only ``targets`` (resource or module addresses, e.g. to destroy
         one removed module without touching anything else)."""
-        self._run_json(
-            [
-                "apply",
-                "-auto-approve",
-                "-lock-timeout=" + self.lock_timeout,
-                *(f"-target={t}" for t in targets),
-            ],
-            progress,
-            variables,
-            var_files,
-        )
+        self._apply(["apply"], progress, variables, var_files, targets)
 
     def destroy(
         self,
@@ -259,10 +193,19 @@ class Terraform:
         """Destroy everything, or only ``targets`` (and what depends on them). Run it while the
         resources are still in the configuration: destroy-time provisioners of a block that is
         gone from the configuration never run."""
+        self._apply(["apply", "-destroy"], progress, variables, var_files, targets)
+
+    def _apply(
+        self,
+        command: list[str],
+        progress: Progress,
+        variables: Mapping[str, Any] | None,
+        var_files: Sequence[Path],
+        targets: Sequence[str],
+    ) -> None:
         self._run_json(
             [
-                "apply",
-                "-destroy",
+                *command,
                 "-auto-approve",
                 "-lock-timeout=" + self.lock_timeout,
                 *(f"-target={t}" for t in targets),
@@ -317,7 +260,7 @@ class Terraform:
 
     def _run_text(self, args: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
         binary, env = self._prepare()
-        with _interruptible([binary, *args], cwd=self.work_dir, env=env) as run:
+        with interruptible([binary, *args], cwd=self.work_dir, env=env) as run:
             code, stdout, stderr = run.finish()
         result = subprocess.CompletedProcess([binary, *args], code, stdout, stderr)
         if check and result.returncode != 0:
@@ -344,15 +287,15 @@ class Terraform:
                 "-input=false",
                 *(f"-var-file={f}" for f in files),
             ]
-            with _interruptible(argv, cwd=self.work_dir, env=env) as run:
+            with interruptible(argv, cwd=self.work_dir, env=env) as run:
                 for line in run.lines():
-                    message = _parse(line)
+                    message = parse_line(line)
                     if message is None:
                         continue
                     if on_message is not None:
                         on_message(message)
                     if message.get("type") == "diagnostic":
-                        diagnostic = _diagnostic(message.get("diagnostic") or {})
+                        diagnostic = diagnostic_of(message.get("diagnostic") or {})
                         if diagnostic.severity == "error":
                             errors.append(diagnostic)
                     shown = describe(message)
@@ -361,7 +304,7 @@ class Terraform:
                 code, _, stderr = run.finish()
         if code in ok_codes and not errors:
             return code
-        reason = "; ".join(map(str, errors)) or _short(stderr) or f"exit status {code}"
+        reason = "; ".join(map(str, errors)) or shorten(stderr) or f"exit status {code}"
         raise ProvisionError(f"terraform {args[0]} failed: {reason}")
 
     @contextlib.contextmanager
@@ -387,76 +330,4 @@ class Terraform:
         lines = [
             ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("│", "╷", "╵"))
         ]
-        return _short(" ".join(lines[-6:])) or f"exit status {result.returncode}"
-
-
-def _parse(line: str) -> dict[str, Any] | None:
-    line = line.strip()
-    if not line.startswith("{"):
-        return None
-    try:
-        value = json.loads(line)
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-class _Run:
-    """A running Terraform: stdout is a pipe read line by line, stderr a temp file (so a chatty
-    stderr can never block it while we read stdout)."""
-
-    def __init__(self, proc: subprocess.Popen[str], stderr: IO[str]) -> None:
-        self.proc = proc
-        self._stderr = stderr
-
-    def lines(self) -> Iterator[str]:
-        assert self.proc.stdout is not None
-        # Not `yield from`: closing an abandoned generator would close the pipe with it.
-        for line in self.proc.stdout:  # noqa: UP028
-            yield line
-
-    def finish(self) -> tuple[int, str, str]:
-        """Exit status, the rest of stdout, and stderr."""
-        stdout, _ = self.proc.communicate()
-        self._stderr.seek(0)
-        return self.proc.returncode, stdout or "", self._stderr.read()
-
-
-@contextlib.contextmanager
-def _interruptible(argv: list[str], *, cwd: Path, env: Mapping[str, str]) -> Iterator[_Run]:
-    """Start Terraform in its own session with umask 077. If the caller is interrupted (Ctrl-C)
-    or fails, Terraform gets one SIGINT and we wait until it has exited, so it can release the
-    state lock; a second Ctrl-C is forwarded too (Terraform then stops at once)."""
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as stderr:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            umask=0o077,
-            start_new_session=True,
-        )
-        try:
-            yield _Run(proc, stderr)
-        except BaseException:
-            _stop(proc)
-            raise
-        finally:
-            if proc.stdout is not None:
-                proc.stdout.close()
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    while proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGINT)
-        try:
-            if proc.stdout is not None and not proc.stdout.closed:
-                proc.communicate()  # drain its output so it never blocks on a full pipe
-            else:
-                proc.wait()
-        except KeyboardInterrupt:
-            continue
+        return shorten(" ".join(lines[-6:])) or f"exit status {result.returncode}"

@@ -1,7 +1,8 @@
 """Secrets kept in Vault/OpenBao (KV v2), reached through hvac.
 
 Each secret is ``{"value": "..."}`` at ``<mount>/data/<prefix>/<name>``. The connection
-(login, renewal, error translation) lives in :mod:`iris_runtime.secrets.vault_connection`.
+(login, renewal) lives in :mod:`iris_runtime.secrets.vault_connection`, its errors in
+:mod:`iris_runtime.secrets.vault_errors`.
 In ``proxy`` mode the backend is read-only and reads under ``IRIS_VAULT_PROXY_PATH``.
 """
 
@@ -21,7 +22,8 @@ from iris_runtime.secrets.backend import (
     validate_secret_name,
     validate_secret_value,
 )
-from iris_runtime.secrets.vault_connection import VaultConnection, as_dict, quote_vault_error
+from iris_runtime.secrets.vault_connection import VaultConnection, as_dict
+from iris_runtime.secrets.vault_errors import quote_vault_error
 
 if TYPE_CHECKING:
     from iris_runtime.config import Settings

@@ -11,11 +11,9 @@ share.
 - ``IRIS_VAULT_ADDR`` may list every node of an HA cluster: each request moves on to the next
   node when the current one stops answering (:mod:`iris_runtime.secrets.vault_nodes`).
 - Vault being down, sealed or refusing us is an operational state, not a bug: every such
-  failure becomes :class:`SecretStoreUnavailable` (HTTP 503) naming the address and the cause,
-  and the next request simply tries again, so Iris recovers by itself once Vault is back.
-- hvac exceptions carry request URLs, response bodies and (through requests) headers. None of
-  that may travel: our errors are raised outside the ``except`` block, so they have neither a
-  cause nor a context, and any Vault text we quote is scrubbed of the credentials we hold.
+  failure becomes :class:`SecretStoreUnavailable` (:mod:`iris_runtime.secrets.vault_errors`),
+  and the next request simply tries again, so Iris recovers by itself once Vault is back. Our
+  errors are raised outside the ``except`` block, so they carry no hvac cause or context.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ import logging
 import math
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,10 +31,15 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from iris_runtime.errors import IrisError
-from iris_runtime.secrets.backend import (
-    SecretStoreUnavailable,
+from iris_runtime.secrets.backend import SecretStoreUnavailable
+from iris_runtime.secrets.vault_errors import (
+    DENIED,
+    FAILURES,
+    quote_vault_error,
+    translate_vault_error,
 )
 from iris_runtime.secrets.vault_nodes import VaultNodes
+from iris_runtime.secrets.vault_renewal import RenewTimer
 
 if TYPE_CHECKING:
     from iris_runtime.config import Settings
@@ -51,30 +53,8 @@ T = TypeVar("T")
 POOL_SIZE = 64
 # Renew once less than this fraction of the granted TTL is left.
 RENEW_FRACTION = 1 / 3
-# The timer wakes at least this often, and never more often than the minimum.
-TIMER_MAX_SLEEP = 300.0
-TIMER_MIN_SLEEP = 0.5
-TIMER_MAX_BACKOFF = 60.0
 # After a failed renewal of a still-valid token, try again this much later.
 RENEW_RETRY_SECONDS = 2.0
-# Vault's own error text is quoted (scrubbed) up to this length.
-MAX_QUOTED = 200
-MIN_SCRUBBED = 4
-
-_TRANSPORT_ERRORS: tuple[type[Exception], ...] = (requests.exceptions.RequestException,)
-_VAULT_ERRORS: tuple[type[Exception], ...] = (hvac_errors.VaultError,)
-_DENIED = (hvac_errors.Forbidden, hvac_errors.Unauthorized)
-_STATUS = {
-    hvac_errors.InvalidRequest: 400,
-    hvac_errors.Unauthorized: 401,
-    hvac_errors.Forbidden: 403,
-    hvac_errors.InvalidPath: 404,
-    hvac_errors.RateLimitExceeded: 429,
-    hvac_errors.InternalServerError: 500,
-    hvac_errors.VaultNotInitialized: 501,
-    hvac_errors.BadGateway: 502,
-    hvac_errors.VaultDown: 503,
-}
 
 
 def new_client(
@@ -139,7 +119,7 @@ class VaultConnection:
         self._expires_at = math.inf
         self._renew_at = math.inf
         self._renewable = False
-        self._timer: _RenewTimer | None = None
+        self._timer: RenewTimer | None = None
 
     @property
     def addr(self) -> str:
@@ -183,9 +163,9 @@ class VaultConnection:
             error: IrisError | None = None
             try:
                 return self.nodes.run(op, idempotent=idempotent)
-            except _DENIED:
+            except DENIED:
                 pass  # decided below, outside the handler, so no hvac context is attached
-            except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
+            except FAILURES as exc:
                 error = self._translate(exc, what, scrub)
             if error is not None:
                 raise error
@@ -208,7 +188,7 @@ class VaultConnection:
         error: IrisError
         try:
             return self.nodes.run(op, idempotent=idempotent)
-        except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
+        except FAILURES as exc:
             error = self._translate(exc, what, scrub)
         raise error
 
@@ -287,7 +267,7 @@ class VaultConnection:
         error: IrisError
         try:
             return self.nodes.run(op, idempotent=idempotent)
-        except (*_DENIED, hvac_errors.InvalidRequest) as exc:
+        except (*DENIED, hvac_errors.InvalidRequest) as exc:
             reason = quote_vault_error(exc, self._secrets()) or "refused"
             error = SecretStoreUnavailable(
                 f"Vault at {self.addr} refused the {what} ({reason}); check "
@@ -297,7 +277,7 @@ class VaultConnection:
                     else "IRIS_VAULT_TOKEN (the token needs the default policy's lookup-self)"
                 )
             )
-        except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
+        except FAILURES as exc:
             error = self._translate(exc, f"the {what}", ())
         raise error
 
@@ -314,9 +294,9 @@ class VaultConnection:
         reply: dict[str, Any] = {}
         try:
             reply = as_dict(self.nodes.run(lambda c: c.auth.token.renew_self()))
-        except (*_DENIED, hvac_errors.InvalidRequest):
+        except (*DENIED, hvac_errors.InvalidRequest):
             refused = True
-        except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
+        except FAILURES as exc:
             error = self._translate(exc, "the token renewal", ())
         if error is not None:
             raise error
@@ -357,9 +337,9 @@ class VaultConnection:
             error: IrisError | None = None
             try:
                 self.nodes.run(lambda c: c.auth.token.lookup_self(), idempotent=True)
-            except _DENIED:
+            except DENIED:
                 dead = True
-            except (*_VAULT_ERRORS, *_TRANSPORT_ERRORS) as exc:
+            except FAILURES as exc:
                 error = self._translate(exc, "the token lookup", ())
             if error is not None:
                 raise error
@@ -385,7 +365,7 @@ class VaultConnection:
         self._renew_at = now + ttl * (1 - RENEW_FRACTION)
         if self._timer is None or not self._timer.alive:
             # Also after a fork: the child inherits the object but not the thread.
-            self._timer = _RenewTimer(self)
+            self._timer = RenewTimer(self)
 
     def next_renewal_in(self) -> float:
         return max(0.0, self._renew_at - time.monotonic())
@@ -399,111 +379,13 @@ class VaultConnection:
         return [s for s in (*held, *extra) if s]
 
     def _translate(self, exc: Exception, what: str, scrub: Iterable[str]) -> IrisError:
-        where = f"Vault at {self.addr}"
-        if isinstance(exc, requests.exceptions.Timeout):
-            seconds = self._settings.vault_timeout_seconds
-            return SecretStoreUnavailable(f"{where} is unreachable: timed out after {seconds:g}s")
-        if isinstance(exc, requests.exceptions.SSLError):
-            return SecretStoreUnavailable(
-                f"{where} is unreachable: TLS verification failed (check IRIS_VAULT_CACERT)"
-            )
-        if isinstance(exc, requests.exceptions.RequestException):
-            return SecretStoreUnavailable(f"{where} is unreachable: {_transport_cause(exc)}")
-        quoted = quote_vault_error(exc, self._secrets(scrub))
-        if isinstance(exc, hvac_errors.VaultDown):
-            if "sealed" in quoted.lower():
-                return SecretStoreUnavailable(f"{where} is sealed")
-            return SecretStoreUnavailable(f"{where} is unavailable (HTTP 503: {quoted})")
-        if isinstance(exc, hvac_errors.VaultNotInitialized):
-            return SecretStoreUnavailable(f"{where} is not initialized")
-        if isinstance(exc, _DENIED):
-            return SecretStoreUnavailable(f"{where} denied {what}: permission denied")
-        status = _STATUS.get(type(exc), "error")
-        detail = f": {quoted}" if quoted else ""
-        return SecretStoreUnavailable(f"{where} failed {what} (HTTP {status}{detail})")
-
-
-class _RenewTimer:
-    """Renews the token in the background of an idle process.
-
-    The thread holds only a weak reference, so a dropped connection is collected and its timer
-    ends on the next wake-up.
-    """
-
-    def __init__(self, connection: VaultConnection) -> None:
-        self._stop = threading.Event()
-        ref = weakref.ref(connection)
-        self._thread = threading.Thread(
-            target=_renew_loop, args=(ref, self._stop), name="iris-vault-renew", daemon=True
+        return translate_vault_error(
+            exc,
+            where=f"Vault at {self.addr}",
+            what=what,
+            secrets=self._secrets(scrub),
+            timeout_seconds=self._settings.vault_timeout_seconds,
         )
-        self._thread.start()
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-
-def _renew_loop(ref: weakref.ref[VaultConnection], stop: threading.Event) -> None:
-    failures = 0
-    while True:
-        connection = ref()
-        if connection is None:
-            return
-        pause = max(TIMER_MIN_SLEEP, connection.next_renewal_in())
-        if failures:
-            pause = max(pause, min(TIMER_MAX_BACKOFF, 2.0**failures))
-        del connection  # no strong reference while asleep
-        if stop.wait(min(TIMER_MAX_SLEEP, pause)):
-            return
-        connection = ref()
-        if connection is None:
-            return
-        try:
-            connection.ensure_login(strict=True)
-        except SecretStoreUnavailable as exc:
-            # Said once per outage, not every retry; messages are safe by construction.
-            level = logging.WARNING if failures == 0 else logging.DEBUG
-            log.log(level, "vault: background token renewal failed: %s", exc.message)
-            failures += 1
-        else:
-            if failures:
-                log.info("vault: background token renewal works again")
-            failures = 0
-        del connection
-
-
-def quote_vault_error(exc: Exception, secrets: Iterable[str]) -> str:
-    """Vault's own error text (never the response body), credentials blanked, shortened."""
-    errors = getattr(exc, "errors", None)
-    if isinstance(errors, list):
-        text = "; ".join(str(e) for e in errors)
-    elif isinstance(errors, str):
-        text = errors
-    else:
-        text = ""
-    for secret in secrets:
-        # Blanking a very short string would garble the text while protecting nothing.
-        if len(secret) >= MIN_SCRUBBED:
-            text = text.replace(secret, "****")
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_QUOTED else text[: MAX_QUOTED - 3] + "..."
-
-
-def _transport_cause(exc: requests.exceptions.RequestException) -> str:
-    # The message of a requests error embeds the URL; only a classification leaves here.
-    text = str(exc).lower()
-    if "refused" in text:
-        return "connection refused"
-    if "name or service not known" in text or "nodename nor servname" in text:
-        return "host name not found"
-    if "reset by peer" in text or "remotedisconnected" in text or "aborted" in text:
-        return "connection reset"
-    if isinstance(exc, requests.exceptions.ConnectionError):
-        return "connection failed"
-    return "request failed"
 
 
 def _ttl_text(ttl: float) -> str:

@@ -78,7 +78,7 @@ class SubagentsCommand:
         if args[0].lower() == "all":
             stopped = self._service.stop_spawned_from(channel)
             return "Stopping every running sub-agent." if stopped else "No sub-agent is running."
-        spawn = find_spawn(self._service, channel, args[0])
+        spawn = find_spawn(self._service.spawns(channel, archived=True), args[0])
         run = self._service.current_run(spawn)
         if not self._service.is_active(spawn):
             return f"#{spawn.seq} is not running ({status_of(run)})."
@@ -88,12 +88,12 @@ class SubagentsCommand:
     def _log(self, channel: str, args: list[str]) -> str:
         if not args:
             return "Usage: /subagents log <id|#> [limit] [tools]"
-        spawn = find_spawn(self._service, channel, args[0])
+        spawn = find_spawn(self._service.spawns(channel, archived=True), args[0])
         rest = " ".join(args[1:]).split()
         tools = "tools" in (w.lower() for w in rest)
         numbers = [w for w in rest if _NUMBER.fullmatch(w)]
         limit = min(int(numbers[0]), MAX_LOG_LIMIT) if numbers else DEFAULT_LOG_LIMIT
-        entries = transcript_lines(self._service, spawn, max(limit, 1), tools)
+        entries = transcript_lines(self._service.engine.sessions, spawn, max(limit, 1), tools)
         if not entries:
             return f"#{spawn.seq} has no transcript yet."
         lines = [f"Log of #{spawn.seq} (last {len(entries)}):"]
@@ -108,7 +108,7 @@ class SubagentsCommand:
     def _info(self, channel: str, args: list[str]) -> str:
         if not args:
             return "Usage: /subagents info <id|#>"
-        spawn = find_spawn(self._service, channel, args[0])
+        spawn = find_spawn(self._service.spawns(channel, archived=True), args[0])
         run = self._service.current_run(spawn)
         transcript = self._service.engine.sessions.log_path(spawn.child_channel)
         return "\n".join(
@@ -132,7 +132,7 @@ class SubagentsCommand:
     def _send(self, channel: str, args: list[str]) -> str:
         if len(args) < 2 or not args[1].strip():
             return "Usage: /subagents send <id|#> <message>"
-        spawn = find_spawn(self._service, channel, args[0])
+        spawn = find_spawn(self._service.spawns(channel, archived=True), args[0])
         self._service.send(channel, spawn, args[1].strip(), announce=True)
         return f"Sent to #{spawn.seq}; its reply will be posted here."
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
+from iris_runtime.engine.sessions import SessionStore
 from iris_runtime.session_agents.store import RunRecord
-
-if TYPE_CHECKING:
-    from iris_runtime.session_agents.service import SessionAgents
 
 MAX_SHOWN_CHARS = 1500
 _NUMBER = re.compile(r"[0-9]{1,9}")  # ASCII digits only: "²".isdigit() is True
@@ -20,8 +19,8 @@ class NotFoundHere(Exception):
     """No such sub-agent in this chat; the message says what there is."""
 
 
-def find_spawn(service: SessionAgents, origin_channel: str, ident: str) -> RunRecord:
-    spawns = service.spawns(origin_channel, archived=True)
+def find_spawn(spawns: Sequence[RunRecord], ident: str) -> RunRecord:
+    """The one of a chat's ``spawns`` (in spawn order) that ``ident`` names."""
     wanted = ident.strip()
     number = wanted[1:] if wanted.startswith("#") else wanted
     matches = []
@@ -44,13 +43,13 @@ def find_spawn(service: SessionAgents, origin_channel: str, ident: str) -> RunRe
 
 
 def transcript_lines(
-    service: SessionAgents, spawn: RunRecord, limit: int, tools: bool
+    sessions: SessionStore, spawn: RunRecord, limit: int, tools: bool
 ) -> list[dict[str, Any]]:
     """The last ``limit`` entries of the sub-agent's transcript: messages, and with ``tools``
     its tool calls (an archived session is read from its renamed file)."""
-    entries = service.engine.sessions.entries(spawn.child_channel)
+    entries = sessions.entries(spawn.child_channel)
     if not entries and spawn.archived is not None:
-        entries = _archived_entries(service, spawn)
+        entries = _archived_entries(sessions, spawn)
     shown: list[dict[str, Any]] = []
     for entry in entries:
         kind = entry.get("type")
@@ -73,8 +72,8 @@ def _tool_line(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _archived_entries(service: SessionAgents, spawn: RunRecord) -> list[dict[str, Any]]:
-    folder = service.engine.sessions.log_path(spawn.child_channel).parent
+def _archived_entries(sessions: SessionStore, spawn: RunRecord) -> list[dict[str, Any]]:
+    folder = sessions.log_path(spawn.child_channel).parent
     archived = sorted(folder.glob("log.jsonl.deleted.*"))
     if not archived:
         return []

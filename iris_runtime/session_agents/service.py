@@ -1,9 +1,8 @@
 """Session sub-agents (spec 001), assembled: spawn, follow-up messages, stop, lookup.
 
 One :class:`SessionAgents` lives in each serving process. The runtime builds it with the engine,
-and it adds what the feature needs through the engine's public hooks only: the ``subagents``
-transport (children's channels), the session tools, the ``/subagents`` router and a stop
-listener (the cascade). Its memory is ``state.db`` (see :mod:`.store`).
+and :func:`~.install.install` adds what the feature needs through the engine's public hooks
+only. Its memory is ``state.db`` (see :mod:`.store`).
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from iris_runtime.session_agents.setup import ChildBuilder, ModelCatalog
 from iris_runtime.session_agents.store import UNFINISHED, RunRecord, SubagentStore
 from iris_runtime.session_agents.transport import (
     CHANNEL_PREFIX,
-    SHAPE,
     SubagentTransport,
     is_child_channel,
 )
@@ -105,19 +103,6 @@ class SessionAgents:
         self._problem_logged: str | None = None
 
     # -- life of the service --------------------------------------------------------------
-
-    def install(self) -> None:
-        """Add the feature to the engine: the children's transport, the session tools, the
-        ``/subagents`` router and the stop cascade."""
-        from iris_runtime.session_agents.commands import SubagentsCommand
-        from iris_runtime.session_agents.tools import session_tools
-
-        self.engine.add_transport(self.transport, internal=True)
-        self.engine.transports.declare(SHAPE)
-        for tool in session_tools(self):
-            self.engine.tools.register(tool)
-        self.engine.add_router(SubagentsCommand(self))
-        self.engine.add_stop_listener(self.stop_spawned_from)
 
     def start(self) -> None:
         """Settle what a previous process left, then deliver and archive (before transports

@@ -123,11 +123,15 @@ class HistoryTool:
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
-            spawn = find_spawn(self._service, ctx.channel, str(args["sessionKey"]))
+            spawn = find_spawn(
+                self._service.spawns(ctx.channel, archived=True), str(args["sessionKey"])
+            )
         except NotFoundHere as exc:
             return _refused(str(exc))
         limit = max(1, min(int(args.get("limit", 20)), 200))
-        lines = transcript_lines(self._service, spawn, limit, bool(args.get("includeTools")))
+        lines = transcript_lines(
+            self._service.engine.sessions, spawn, limit, bool(args.get("includeTools"))
+        )
         return _json({"sessionKey": spawn.session_key, "entries": lines})
 
 
@@ -146,7 +150,9 @@ class SendTool:
         wait = float(args.get("timeoutSeconds", SEND_WAIT_SECONDS))
         wait = max(1.0, min(wait, MAX_SEND_WAIT_SECONDS))
         try:
-            spawn = find_spawn(self._service, ctx.channel, str(args["sessionKey"]))
+            spawn = find_spawn(
+                self._service.spawns(ctx.channel, archived=True), str(args["sessionKey"])
+            )
             handle = self._service.send(ctx.channel, spawn, str(args["message"]))
         except (NotFoundHere, SpawnRefused) as exc:
             return _refused(str(exc))

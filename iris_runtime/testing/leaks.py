@@ -7,8 +7,8 @@ secret passed as an argument is visible to every user of the host for as long as
 lives, so sampling often catches most (a process shorter than the interval can slip through:
 where a journal exists, its ``_CMDLINE`` fields are a second record). ``scan_files`` reads every
 regular file under a folder; a caller allows a canary in the secret store's own data and in
-the 0600 token file that exists to hold it, and nowhere else. A finding names the canary by its label, never by its value, so the
-failure message does not spread the secret further.
+the 0600 token file that exists to hold it, and nowhere else. A finding names the canary by its
+label, never by its value, so the failure message does not spread the secret further.
 """
 
 from __future__ import annotations

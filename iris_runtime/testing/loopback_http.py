@@ -16,6 +16,10 @@ only their request handlers (what a request means and how to answer it).
 - :class:`LoopbackHTTPService` starts one on a thread, exposes :attr:`~LoopbackHTTPService.port`
   and :attr:`~LoopbackHTTPService.base_url`, and :meth:`~LoopbackHTTPService.stop` stops
   accepting, shuts every open connection, joins every thread and closes every socket.
+- :class:`LoopbackHandler` is the request handler the fakes build on: HTTP/1.1, GET and POST
+  handed to one :meth:`~LoopbackHandler.dispatch`, the body read by its ``Content-Length``.
+- :class:`LoopbackFake` is the lifecycle the fakes offer a test: ``port``, ``start()``,
+  ``stop()`` and ``with``; :func:`wait_until` is the wait behind their ``wait_for``.
 """
 
 from __future__ import annotations
@@ -24,11 +28,22 @@ import contextlib
 import socket
 import sys
 import threading
+import time
 import traceback
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Generic, Protocol, TypeVar
+from types import TracebackType
+from typing import Any, Generic, Protocol, Self, TypeVar
 
-__all__ = ["ErrorSink", "LoopbackHTTPService", "TrackingHTTPServer"]
+__all__ = [
+    "ErrorSink",
+    "LoopbackFake",
+    "LoopbackHTTPService",
+    "LoopbackHandler",
+    "TrackingHTTPServer",
+    "wait_until",
+]
 
 HOST = "127.0.0.1"
 
@@ -40,6 +55,7 @@ class ErrorSink(Protocol):
 
 
 OwnerT = TypeVar("OwnerT", bound=ErrorSink)
+T = TypeVar("T")
 
 
 class TrackingHTTPServer(ThreadingHTTPServer, Generic[OwnerT]):
@@ -173,3 +189,79 @@ class LoopbackHTTPService(Generic[OwnerT]):
         stuck = [t.name for t in [thread, *handlers] if t.is_alive()]
         if stuck and raise_if_stuck:
             raise RuntimeError(f"{self.name}.stop(): threads still running: {stuck}")
+
+
+class LoopbackHandler(BaseHTTPRequestHandler, ABC):
+    """A fake's request handler: HTTP/1.1 (keep-alive, as the real APIs and their clients use
+    it), GET and POST handed to :meth:`dispatch`, and no access log on stderr (a test reads the
+    fake's own records instead)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self.dispatch()
+
+    def do_POST(self) -> None:
+        self.dispatch()
+
+    @abstractmethod
+    def dispatch(self) -> None:
+        """Read the request and answer it."""
+
+    def read_body(self) -> bytes:
+        """The request body, by its ``Content-Length`` (none when that is missing or not a
+        number)."""
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        return self.rfile.read(length) if length > 0 else b""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class LoopbackFake:
+    """The lifecycle a fake offers a test, around the service its ``__init__`` sets as
+    ``_service``: :attr:`port`, :meth:`start`, :meth:`stop`, and ``with`` (which starts the
+    fake unless it runs already, and stops it at the end)."""
+
+    _service: LoopbackHTTPService[Any]
+
+    @property
+    def port(self) -> int:
+        return self._service.port
+
+    def start(self) -> Self:
+        self._service.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop accepting, drop every open connection, join every thread, close every socket."""
+        self._service.stop(timeout)
+
+    def __enter__(self) -> Self:
+        if not self._service.running:
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def wait_until(cond: threading.Condition, probe: Callable[[], T], timeout: float, poll: float) -> T:
+    """The first truthy ``probe()``, checked again whenever ``cond`` is notified (and every
+    ``poll`` seconds); after ``timeout`` seconds, the last (falsy) one."""
+    deadline = time.monotonic() + timeout
+    with cond:
+        while True:
+            value = probe()
+            remaining = deadline - time.monotonic()
+            if value or remaining <= 0:
+                return value
+            cond.wait(min(remaining, poll))

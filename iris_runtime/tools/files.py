@@ -9,6 +9,7 @@ redirect them.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +55,7 @@ class ReadTool:
         if offset < 1 or (limit is not None and limit < 1):
             return ToolResult("offset and limit must be at least 1", is_error=True)
         try:
-            root, path = locate(view_of(ctx), args["path"], write=False)
-            raw = read_confined(root, path, args["path"], MAX_FILE_BYTES)
-            text = raw.decode("utf-8", errors="replace")
+            text = _File.locate(ctx, args["path"], write=False).read().decode("utf-8", "replace")
         except (InvalidInput, OSError) as exc:
             return _error(exc)
         return _read_slice(_split_lines(text), offset, limit, ctx.output_max_chars)
@@ -78,13 +77,11 @@ class WriteTool:
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         data = args["content"].encode("utf-8", errors="surrogatepass")
         try:
-            root, path = locate(view_of(ctx), args["path"], write=True)
-            write_confined(
-                root, path, args["path"], data, new_mode=_NEW_FILE_MODE, owner=_owner(ctx)
-            )
+            target = _File.locate(ctx, args["path"], write=True)
+            target.write(data)
         except (InvalidInput, OSError) as exc:
             return _error(exc)
-        return ToolResult(f"wrote {len(data)} bytes to {_display(ctx, path)}")
+        return ToolResult(f"wrote {len(data)} bytes to {target.shown()}")
 
 
 class EditTool:
@@ -109,21 +106,50 @@ class EditTool:
         if not old:
             return ToolResult("old_text must not be empty", is_error=True)
         try:
-            root, path = locate(view_of(ctx), args["path"], write=True)
+            target = _File.locate(ctx, args["path"], write=True)
             # Strict decoding: writing back a lossy decode would corrupt the file's other bytes.
-            text = read_confined(root, path, args["path"], MAX_FILE_BYTES).decode("utf-8")
+            text = target.read().decode("utf-8")
             count = text.count(old)
             if count != 1:
                 raise InvalidInput(_occurrence_problem(count))
-            replaced = text.replace(old, new, 1).encode("utf-8", errors="surrogatepass")
-            write_confined(
-                root, path, args["path"], replaced, new_mode=_NEW_FILE_MODE, owner=_owner(ctx)
-            )
+            target.write(text.replace(old, new, 1).encode("utf-8", errors="surrogatepass"))
         except UnicodeDecodeError:
             return ToolResult(f"{args['path']} is not UTF-8 text; edit refused", is_error=True)
         except (InvalidInput, OSError) as exc:
             return _error(exc)
-        return ToolResult(f"edited {_display(ctx, path)}")
+        return ToolResult(f"edited {target.shown()}")
+
+
+@dataclass(frozen=True)
+class _File:
+    """A model-supplied path, checked once against the run's view (inside it, writable where
+    asked), and every open of it confined to the folder it was checked against."""
+
+    ctx: ToolContext
+    user_path: str
+    root: Path  # the folder the path is confined to
+    path: Path  # resolved, under ``root``
+
+    @classmethod
+    def locate(cls, ctx: ToolContext, user_path: str, *, write: bool) -> _File:
+        root, path = locate(view_of(ctx), user_path, write=write)
+        return cls(ctx, user_path, root, path)
+
+    def read(self) -> bytes:
+        return read_confined(self.root, self.path, self.user_path, MAX_FILE_BYTES)
+
+    def write(self, data: bytes) -> None:
+        owner = _owner(self.ctx)
+        write_confined(
+            self.root, self.path, self.user_path, data, new_mode=_NEW_FILE_MODE, owner=owner
+        )
+
+    def shown(self) -> str:
+        """A short name for messages, as the command sees it: relative to the workspace if
+        inside."""
+        view = view_of(self.ctx)
+        shown = display(view.root.host, self.path)
+        return to_inside(view, self.path) if shown == str(self.path) else shown
 
 
 def _owner(ctx: ToolContext) -> int | None:
@@ -141,13 +167,6 @@ def _occurrence_problem(count: int) -> str:
 
 def _error(exc: Exception) -> ToolResult:
     return ToolResult(str(exc), is_error=True)
-
-
-def _display(ctx: ToolContext, path: Path) -> str:
-    """A short name for messages, as the command sees it: relative to the workspace if inside."""
-    view = view_of(ctx)
-    shown = display(view.root.host, path)
-    return to_inside(view, path) if shown == str(path) else shown
 
 
 def _split_lines(text: str) -> list[str]:

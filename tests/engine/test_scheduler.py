@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 
 from iris_runtime.engine.lanes import Lanes, LaneSlot
-from iris_runtime.engine.runs import Run, RunResult, RunTicket
-from iris_runtime.engine.scheduler import RunScheduler
+from iris_runtime.engine.runs import RunResult, RunTicket
+from iris_runtime.engine.scheduler import Run, RunScheduler
 from iris_runtime.engine.transport import TransportEvent
 
 

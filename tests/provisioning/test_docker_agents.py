@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 
 from iris_runtime.errors import InvalidInput, ProvisionError
-from iris_runtime.provision.docker import (
-    DockerAgents,
+from iris_runtime.provision.docker import DockerAgents
+from iris_runtime.provision.docker_cli import (
     check_docker,
     container_name,
     container_state,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from iris_runtime.provision.docker import container_state, inspect_container
+from iris_runtime.provision.docker_cli import container_state, inspect_container
 from iris_runtime.testing.server import IrisServer, clean_environment
 from tests.provisioning.dockerd import (  # noqa: F401  (fixtures)
     Dockerd,

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from iris_runtime.provision import supervisor
-from iris_runtime.provision.supervisor import child_environment, open_log, rotate_log
+from iris_runtime.provision import agent_log
+from iris_runtime.provision.agent_log import open_log, rotate_log
+from iris_runtime.provision.supervised_child import child_environment
 
 
 def test_a_new_log_is_private_and_appended_to(tmp_path: Path) -> None:
@@ -27,7 +28,7 @@ def test_a_large_log_is_rotated_at_start_and_while_running(
 ) -> None:
     path = tmp_path / "agent.log"
     rotated = tmp_path / "agent.log.1"
-    monkeypatch.setattr(supervisor, "LOG_ROTATE_BYTES", 10)  # 10 MB in production
+    monkeypatch.setattr(agent_log, "LOG_ROTATE_BYTES", 10)  # 10 MB in production
     path.write_bytes(b"x" * 11)
     os.close(open_log(path))  # at a (re)start: moved aside, a fresh file
     assert rotated.read_bytes() == b"x" * 11

@@ -24,9 +24,9 @@ import pytest
 
 from iris_runtime.errors import ProvisionError
 from iris_runtime.provision.launch import AgentLaunch
+from iris_runtime.provision.process_groups import group_alive, stop_recorded
 from iris_runtime.provision.process_service import NO_SUPERVISOR, ProcessService
 from iris_runtime.provision.supervised import SupervisedProcess, SupervisedStore
-from iris_runtime.provision.supervisor import group_alive, stop_recorded
 from iris_runtime.testing.server import IrisServer, free_port
 
 pytestmark = pytest.mark.slow

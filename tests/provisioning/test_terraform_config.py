@@ -23,14 +23,14 @@ import pytest
 from iris_runtime.agents.registry import NAME_RE
 from iris_runtime.errors import InvalidInput, ProvisionError
 from iris_runtime.private_files import file_lock
-from iris_runtime.provision.docker import (
+from iris_runtime.provision.agents_tf import (
     AGENT_NAME,
-    DockerAgents,
     check_agent_name,
     render_block,
     with_block,
     without_block,
 )
+from iris_runtime.provision.docker import DockerAgents
 from iris_runtime.provision.launch import AgentLaunch
 from iris_runtime.provision.terraform import Terraform, describe
 

@@ -42,12 +42,9 @@ import json
 from typing import Any
 
 from iris_runtime.testing.fake_llm.script import (
-    OPENAI_TO_ANTHROPIC_STOP,
-    Disconnect,
     Fail,
     MidStreamError,
     Reply,
-    Stall,
     Text,
     Thinking,
     ToolCall,
@@ -59,6 +56,7 @@ from iris_runtime.testing.fake_llm.server import (
     compact_json,
     pieces,
     random_id,
+    retry_headers,
 )
 
 __all__ = ["ERROR_STATUS", "FakeAnthropic"]
@@ -119,13 +117,8 @@ class FakeAnthropic(FakeLLMServer):
         }
         exchange.send_json(status, body, {"request-id": request_id, **(headers or {})})
 
-    def _fail(self, exchange: Exchange, fail: Fail) -> None:
-        headers: dict[str, str] = {}
-        if fail.retry_after is not None:
-            headers["retry-after"] = format(fail.retry_after, "g")
-        if fail.should_retry is not None:
-            headers["x-should-retry"] = "true" if fail.should_retry else "false"
-        self._error(exchange, fail.status, fail.error_type, fail.message, headers)
+    def send_fail(self, exchange: Exchange, fail: Fail) -> None:
+        self._error(exchange, fail.status, fail.error_type, fail.message, retry_headers(fail))
 
     def _credentials_problem(self, headers: dict[str, str]) -> str | None:
         """Why the request is not authenticated, or None. The SDK sends ``api_key`` as
@@ -138,45 +131,32 @@ class FakeAnthropic(FakeLLMServer):
             return None if token.strip() == self.api_key else "invalid bearer token"
         return "x-api-key header is required"
 
-    # --- dispatch
+    # --- what the API refuses
 
-    def handle(self, exchange: Exchange) -> None:
+    def accepted_body(self, exchange: Exchange) -> dict[str, Any] | None:
         if exchange.method != "POST" or exchange.path != "/v1/messages":
             self._error(exchange, 404, "not_found_error", "Not Found")
-            return
+            return None
         problem = self._credentials_problem(exchange.headers)
         if problem is not None:
             self._error(exchange, 401, "authentication_error", problem)
-            return
+            return None
         if "anthropic-version" not in exchange.headers:
             message = "anthropic-version: header is required"
             self._error(exchange, 400, "invalid_request_error", message)
-            return
+            return None
         body = exchange.body
         if not isinstance(body, dict):
             message = "The request body is not valid JSON."
             self._error(exchange, 400, "invalid_request_error", message)
-            return
+            return None
         for name in ("model", "max_tokens", "messages"):
             if name not in body:
                 self._error(exchange, 400, "invalid_request_error", f"{name}: Field required")
-                return
-
-        reply = self.next_reply(exchange.body)
-        if reply.fail is not None:
-            self._fail(exchange, reply.fail)
-        elif body.get("stream") is True:
-            self._stream(exchange, reply, body)
-        else:
-            self._message(exchange, reply, body)
+                return None
+        return body
 
     # --- shapes
-
-    @staticmethod
-    def _stop_reason(reply: Reply) -> str:
-        if reply.stop_reason is not None:
-            return OPENAI_TO_ANTHROPIC_STOP.get(reply.stop_reason, reply.stop_reason)
-        return "tool_use" if reply.has_tool_calls else "end_turn"
 
     @staticmethod
     def _usage(usage: Usage, output_tokens: int) -> dict[str, Any]:
@@ -190,10 +170,12 @@ class FakeAnthropic(FakeLLMServer):
 
     # --- non-streaming
 
-    def _message(self, exchange: Exchange, reply: Reply, body: dict[str, Any]) -> None:
+    def send_whole(self, exchange: Exchange, reply: Reply, body: dict[str, Any]) -> None:
         content: list[dict[str, Any]] = []
         for step in reply.steps:
             last = content[-1] if content else None
+            if exchange.perform(step):
+                continue
             if isinstance(step, Text):
                 if last is not None and last["type"] == "text":
                     last["text"] += step.text
@@ -213,10 +195,6 @@ class FakeAnthropic(FakeLLMServer):
                         "input": _tool_input(step),
                     }
                 )
-            elif isinstance(step, Stall):
-                exchange.stall(step.seconds)
-            elif isinstance(step, Disconnect):
-                exchange.disconnect()
             elif isinstance(step, MidStreamError):
                 status = ERROR_STATUS.get(step.error_type, 500)
                 self._error(exchange, status, step.error_type, step.message)
@@ -232,7 +210,7 @@ class FakeAnthropic(FakeLLMServer):
             "role": "assistant",
             "model": body["model"],
             "content": content,
-            "stop_reason": self._stop_reason(reply),
+            "stop_reason": reply.stop_reason_in("anthropic"),
             "stop_sequence": None,
             "usage": self._usage(usage, usage.output_tokens),
         }
@@ -240,7 +218,7 @@ class FakeAnthropic(FakeLLMServer):
 
     # --- streaming
 
-    def _stream(self, exchange: Exchange, reply: Reply, body: dict[str, Any]) -> None:
+    def send_stream(self, exchange: Exchange, reply: Reply, body: dict[str, Any]) -> None:
         usage = reply.usage(body)
 
         def send(event: str, data: dict[str, Any]) -> None:
@@ -295,6 +273,8 @@ class FakeAnthropic(FakeLLMServer):
             open_kind = None
 
         for step in reply.steps:
+            if exchange.perform(step):
+                continue
             if isinstance(step, Text):
                 if open_kind != "text":
                     start({"type": "text", "text": ""})
@@ -311,10 +291,6 @@ class FakeAnthropic(FakeLLMServer):
                 for piece in pieces(step.arguments_json()):
                     delta({"type": "input_json_delta", "partial_json": piece})
                 close()
-            elif isinstance(step, Stall):
-                exchange.stall(step.seconds)
-            elif isinstance(step, Disconnect):
-                exchange.disconnect()
             elif isinstance(step, MidStreamError):
                 error = {"type": step.error_type, "message": step.message}
                 send("error", {"type": "error", "error": error})
@@ -327,7 +303,7 @@ class FakeAnthropic(FakeLLMServer):
             "message_delta",
             {
                 "type": "message_delta",
-                "delta": {"stop_reason": self._stop_reason(reply), "stop_sequence": None},
+                "delta": {"stop_reason": reply.stop_reason_in("anthropic"), "stop_sequence": None},
                 "usage": {"output_tokens": usage.output_tokens},
             },
         )

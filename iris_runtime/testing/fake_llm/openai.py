@@ -50,12 +50,9 @@ import time
 from typing import Any
 
 from iris_runtime.testing.fake_llm.script import (
-    ANTHROPIC_TO_OPENAI_STOP,
-    Disconnect,
     Fail,
     MidStreamError,
     Reply,
-    Stall,
     Text,
     Thinking,
     ToolCall,
@@ -68,6 +65,7 @@ from iris_runtime.testing.fake_llm.server import (
     compact_json,
     pieces,
     random_id,
+    retry_headers,
 )
 
 __all__ = ["FakeOpenAI"]
@@ -135,12 +133,8 @@ class FakeOpenAI(FakeLLMServer):
         body = {"error": {"message": message, "type": error_type, "param": param, "code": code}}
         exchange.send_json(status, body, {"x-request-id": self._request_id(), **(headers or {})})
 
-    def _fail(self, exchange: Exchange, fail: Fail) -> None:
-        headers: dict[str, str] = {}
-        if fail.retry_after is not None:
-            headers["retry-after"] = format(fail.retry_after, "g")
-        if fail.should_retry is not None:
-            headers["x-should-retry"] = "true" if fail.should_retry else "false"
+    def send_fail(self, exchange: Exchange, fail: Fail) -> None:
+        headers = retry_headers(fail)
         self._error(
             exchange, fail.status, fail.message, fail.error_type, code=fail.code, headers=headers
         )
@@ -170,18 +164,18 @@ class FakeOpenAI(FakeLLMServer):
                 )
         return None
 
-    # --- dispatch
+    # --- what the API refuses
 
-    def handle(self, exchange: Exchange) -> None:
+    def accepted_body(self, exchange: Exchange) -> dict[str, Any] | None:
         if exchange.method != "POST" or exchange.path != "/v1/chat/completions":
             message = f"Invalid URL ({exchange.method} {exchange.path})"
             self._error(exchange, 404, message)
-            return
+            return None
         authorization = exchange.headers.get("authorization", "")
         scheme, _, key = authorization.partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
             self._error(exchange, 401, _MISSING_KEY)
-            return
+            return None
         key = key.strip()
         if key != self.api_key:
             message = (
@@ -189,7 +183,7 @@ class FakeOpenAI(FakeLLMServer):
                 "https://platform.openai.com/account/api-keys."
             )
             self._error(exchange, 401, message, code="invalid_api_key")
-            return
+            return None
         body = exchange.body
         if not isinstance(body, dict):
             message = (
@@ -198,40 +192,27 @@ class FakeOpenAI(FakeLLMServer):
                 "but what was sent was not valid JSON."
             )
             self._error(exchange, 400, message)
-            return
+            return None
         if "model" not in body:
             self._error(exchange, 400, "you must provide a model parameter")
-            return
+            return None
         if "messages" not in body:
             message = "Missing required parameter: 'messages'."
             self._error(exchange, 400, message, param="messages", code="missing_required_parameter")
-            return
+            return None
         if body.get("stream_options") is not None and not body.get("stream"):
             message = "The 'stream_options' parameter is only allowed when 'stream' is enabled."
             self._error(exchange, 400, message, param="stream_options")
-            return
+            return None
         if self.strict_local:
             rejection = self._local_rejection(body)
             if rejection is not None:
                 param, message = rejection
                 self._error(exchange, 400, message, "BadRequestError", param=param, code=400)
-                return
-
-        reply = self.next_reply(exchange.body)
-        if reply.fail is not None:
-            self._fail(exchange, reply.fail)
-        elif body.get("stream") is True:
-            self._stream(exchange, reply, body)
-        else:
-            self._completion(exchange, reply, body)
+                return None
+        return body
 
     # --- shapes
-
-    @staticmethod
-    def _finish_reason(reply: Reply) -> str:
-        if reply.stop_reason is not None:
-            return ANTHROPIC_TO_OPENAI_STOP.get(reply.stop_reason, reply.stop_reason)
-        return "tool_calls" if reply.has_tool_calls else "stop"
 
     @staticmethod
     def _envelope(kind: str, model: str) -> dict[str, Any]:
@@ -246,11 +227,13 @@ class FakeOpenAI(FakeLLMServer):
 
     # --- non-streaming
 
-    def _completion(self, exchange: Exchange, reply: Reply, body: dict[str, Any]) -> None:
+    def send_whole(self, exchange: Exchange, reply: Reply, body: dict[str, Any]) -> None:
         text: list[str] = []
         reasoning: list[str] = []
         tool_calls: list[dict[str, Any]] = []
         for step in reply.steps:
+            if exchange.perform(step):
+                continue
             if isinstance(step, Text):
                 text.append(step.text)
             elif isinstance(step, Thinking):
@@ -263,9 +246,7 @@ class FakeOpenAI(FakeLLMServer):
                         "function": {"name": step.name, "arguments": step.arguments_json()},
                     }
                 )
-            elif isinstance(step, Stall):
-                exchange.stall(step.seconds)
-            elif isinstance(step, Disconnect | MidStreamError):
+            elif isinstance(step, MidStreamError):  # Chat Completions has no error event
                 exchange.disconnect()
         message: dict[str, Any] = {
             "role": "assistant",
@@ -284,7 +265,7 @@ class FakeOpenAI(FakeLLMServer):
                     "index": 0,
                     "message": message,
                     "logprobs": None,
-                    "finish_reason": self._finish_reason(reply),
+                    "finish_reason": reply.stop_reason_in("openai"),
                 }
             ],
             "usage": _usage(reply.usage(body)),
@@ -293,7 +274,7 @@ class FakeOpenAI(FakeLLMServer):
 
     # --- streaming
 
-    def _stream(self, exchange: Exchange, reply: Reply, body: dict[str, Any]) -> None:
+    def send_stream(self, exchange: Exchange, reply: Reply, body: dict[str, Any]) -> None:
         options = body.get("stream_options")
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
         envelope = self._envelope("chat.completion.chunk", str(body["model"]))
@@ -318,6 +299,8 @@ class FakeOpenAI(FakeLLMServer):
         exchange.begin_stream({"x-request-id": self._request_id()})
         tool_index = -1
         for step in reply.steps:
+            if exchange.perform(step):
+                continue
             if isinstance(step, Text):
                 announce_role()
                 choice({"content": step.text})
@@ -341,12 +324,10 @@ class FakeOpenAI(FakeLLMServer):
                 for piece in pieces(step.arguments_json()):
                     call = {"index": tool_index, "function": {"arguments": piece}}
                     choice({"tool_calls": [call]})
-            elif isinstance(step, Stall):
-                exchange.stall(step.seconds)
-            elif isinstance(step, Disconnect | MidStreamError):
+            elif isinstance(step, MidStreamError):  # Chat Completions has no error event
                 exchange.disconnect()
         announce_role()
-        choice({}, self._finish_reason(reply))
+        choice({}, reply.stop_reason_in("openai"))
         if include_usage:
             send({**envelope, "choices": [], "usage": _usage(reply.usage(body))})
         exchange.send_chunk(b"data: [DONE]\n\n")

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "Disconnect",
@@ -158,6 +158,14 @@ class Reply:
     def has_tool_calls(self) -> bool:
         return any(isinstance(step, ToolCall) for step in self.steps)
 
+    def stop_reason_in(self, api: Literal["anthropic", "openai"]) -> str:
+        """The stop reason in ``api``'s words: the scripted one (the other API's names
+        translated), else the one for a reply with or without a tool call."""
+        translated, tool_use, end_turn = _STOP_WORDS[api]
+        if self.stop_reason is not None:
+            return translated.get(self.stop_reason, self.stop_reason)
+        return tool_use if self.has_tool_calls else end_turn
+
     def usage(self, request_body: dict[str, Any]) -> Usage:
         """The scripted :class:`Usage` (the last one wins), else an estimate."""
         scripted = [step for step in self.steps if isinstance(step, Usage)]
@@ -190,4 +198,9 @@ OPENAI_TO_ANTHROPIC_STOP = {
     "tool_calls": "tool_use",
     "function_call": "tool_use",
     "content_filter": "refusal",
+}
+# Per API: the other API's stop reasons translated, the reason with a tool call, the one without.
+_STOP_WORDS = {
+    "anthropic": (OPENAI_TO_ANTHROPIC_STOP, "tool_use", "end_turn"),
+    "openai": (ANTHROPIC_TO_OPENAI_STOP, "tool_calls", "stop"),
 }

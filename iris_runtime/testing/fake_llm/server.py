@@ -1,4 +1,6 @@
-"""The HTTP plumbing both fakes share.
+"""What both fakes share: the HTTP plumbing, the reply queue, and the course of an answer (a
+refused request, a scripted failure, a stream or a whole response; the API's own shapes are the
+subclasses' business).
 
 :class:`FakeLLMServer` serves on a :mod:`iris_runtime.testing.loopback_http` server (a free
 127.0.0.1 port): HTTP/1.1 with keep-alive, ``Content-Length`` bodies for plain responses and
@@ -20,12 +22,15 @@ import traceback
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
-from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
-from iris_runtime.testing.fake_llm.script import DEFAULT_REPLY, Fail, Reply
-from iris_runtime.testing.loopback_http import LoopbackHTTPService, TrackingHTTPServer
+from iris_runtime.testing.fake_llm.script import DEFAULT_REPLY, Disconnect, Fail, Reply, Stall, Step
+from iris_runtime.testing.loopback_http import (
+    LoopbackFake,
+    LoopbackHandler,
+    LoopbackHTTPService,
+    TrackingHTTPServer,
+)
 
 # The key the fakes accept unless told otherwise (and the shipped fixtures use).
 FAKE_API_KEY = "test-key"
@@ -48,6 +53,17 @@ def pieces(text: str, count: int = 3) -> list[str]:
 
 def compact_json(payload: Any) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def retry_headers(fail: Fail) -> dict[str, str]:
+    """The ``retry-after`` and ``x-should-retry`` headers a :class:`Fail` asks for (both APIs
+    send them, and both SDKs obey them)."""
+    headers: dict[str, str] = {}
+    if fail.retry_after is not None:
+        headers["retry-after"] = format(fail.retry_after, "g")
+    if fail.should_retry is not None:
+        headers["x-should-retry"] = "true" if fail.should_retry else "false"
+    return headers
 
 
 # --- HTTP plumbing -------------------------------------------------------------------------------
@@ -133,30 +149,30 @@ class Exchange:
             self._handler.close_connection = True
             raise Abort
 
+    def perform(self, step: Step) -> bool:
+        """Carry out a step that means the same on both APIs, streamed or not: a :class:`Stall`
+        waits, a :class:`Disconnect` drops the connection. False for any other step."""
+        if isinstance(step, Stall):
+            self.stall(step.seconds)
+        elif isinstance(step, Disconnect):
+            self.disconnect()
+        else:
+            return False
+        return True
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+
+class _Handler(LoopbackHandler):
     server: TrackingHTTPServer[FakeLLMServer]
 
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def do_GET(self) -> None:
-        self._dispatch()
-
+    # Every verb reaches the fake, which answers a wrong one as the API does (404).
     def do_PUT(self) -> None:
-        self._dispatch()
+        self.dispatch()
 
     def do_DELETE(self) -> None:
-        self._dispatch()
+        self.dispatch()
 
-    def _dispatch(self) -> None:
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = 0
-        raw_body = self.rfile.read(length) if length > 0 else b""
-        exchange = Exchange(self, raw_body)
+    def dispatch(self) -> None:
+        exchange = Exchange(self, self.read_body())
         owner = self.server.owner
         owner._record(exchange)
         try:
@@ -171,13 +187,11 @@ class _Handler(BaseHTTPRequestHandler):
                 with contextlib.suppress(Abort):
                     exchange.send_json(500, {"error": {"type": "api_error", "message": message}})
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
-
-class FakeLLMServer(ABC):
-    """Base of :class:`FakeAnthropic` and :class:`FakeOpenAI`: the server, the reply queue and the
-    request log. Subclasses implement :meth:`handle`."""
+class FakeLLMServer(LoopbackFake, ABC):
+    """Base of :class:`FakeAnthropic` and :class:`FakeOpenAI`: the server, the reply queue, the
+    request log and the course of an answer (:meth:`handle`). Subclasses check requests as
+    their API does and shape its answers."""
 
     base_path: ClassVar[str] = ""
 
@@ -235,38 +249,41 @@ class FakeLLMServer(ABC):
         with self._lock:
             self.requests.append(entry)
 
-    @abstractmethod
     def handle(self, exchange: Exchange) -> None:
-        """Answer one request, as the API being faked would."""
+        """Answer one request, as the API being faked would: a request it refuses gets its error;
+        otherwise the next reply is a scripted failure, a stream or a whole response, as the
+        request asked."""
+        body = self.accepted_body(exchange)
+        if body is None:
+            return
+        reply = self.next_reply(body)
+        if reply.fail is not None:
+            self.send_fail(exchange, reply.fail)
+        elif body.get("stream") is True:
+            self.send_stream(exchange, reply, body)
+        else:
+            self.send_whole(exchange, reply, body)
 
-    # --- lifecycle
+    @abstractmethod
+    def accepted_body(self, exchange: Exchange) -> dict[str, Any] | None:
+        """The request's JSON body if the API would take the request; otherwise None, after
+        answering with the API's error (wrong path, bad key, missing field)."""
 
-    @property
-    def port(self) -> int:
-        return self._service.port
+    @abstractmethod
+    def send_fail(self, exchange: Exchange, fail: Fail) -> None:
+        """The HTTP error of a scripted :class:`Fail`, in the API's error shape."""
+
+    @abstractmethod
+    def send_stream(self, exchange: Exchange, reply: Reply, body: dict[str, Any]) -> None:
+        """``reply`` as the API streams it."""
+
+    @abstractmethod
+    def send_whole(self, exchange: Exchange, reply: Reply, body: dict[str, Any]) -> None:
+        """``reply`` as one JSON response."""
+
+    # --- lifecycle (the rest: LoopbackFake)
 
     @property
     def base_url(self) -> str:
         """What to pass as the SDK's ``base_url``."""
         return f"{self._service.base_url}{self.base_path}"
-
-    def start(self) -> Self:
-        self._service.start()
-        return self
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop accepting, drop every open connection, join every thread, close every socket."""
-        self._service.stop(timeout)
-
-    def __enter__(self) -> Self:
-        if not self._service.running:
-            self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

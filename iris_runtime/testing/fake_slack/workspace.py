@@ -1,5 +1,6 @@
 """What the fake Slack workspace holds: users, conversations, messages, files, and every API call
-it answered (for tests to assert on)."""
+it answered (for tests to assert on); :class:`Workspace` keeps them for the fake's parts to
+share."""
 
 from __future__ import annotations
 
@@ -187,3 +188,26 @@ class Clock:
     def next_ts(self) -> str:
         with self._lock:
             return f"{int(time.time())}.{next(self._counter):06d}"
+
+
+class Workspace:
+    """The workspace's state, shared by the Web API, Socket Mode and the test's view of them.
+
+    One condition guards all of it, and every change notifies it: that is what
+    ``FakeSlack.wait_for`` waits on, so a test wakes on any change, whichever part made it.
+    """
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.clock = Clock()
+        self.users: dict[str, User] = {}
+        self.conversations: dict[str, Conversation] = {}
+        self.messages: list[Message] = []
+        self.files: dict[str, StoredFile] = {}
+        self.downloads: list[str] = []
+        self._ids = iter(range(1, 1 << 62))
+
+    def new_id(self, prefix: str) -> str:
+        """A fresh Slack-style id: ``prefix`` and eight digits (``F00000001``)."""
+        with self.cond:
+            return f"{prefix}{next(self._ids):08d}"

@@ -9,16 +9,8 @@ base URL at :attr:`FakeTelegram.api_url` (Iris: ``IRIS_TELEGRAM_API_URL``) with
 used.
 """
 
-from iris_runtime.testing.fake_telegram.bot_api import (
-    BOT_USER,
-    CAPTION_LIMIT,
-    MESSAGE_LIMIT,
-    ApiCall,
-    BotMessage,
-    Edit,
-    FakeChat,
-    FakeTelegram,
-)
+from iris_runtime.testing.fake_telegram.bot_api import FakeTelegram
+from iris_runtime.testing.fake_telegram.chats import BOT_USER, ApiCall, BotMessage, Edit, FakeChat
 from iris_runtime.testing.fake_telegram.entities import (
     EntityParseError,
     Parsed,
@@ -35,6 +27,7 @@ from iris_runtime.testing.fake_telegram.faults import (
     flood,
     server_error,
 )
+from iris_runtime.testing.fake_telegram.methods import CAPTION_LIMIT, MESSAGE_LIMIT
 from iris_runtime.testing.fake_telegram.server import Upload
 
 __all__ = [

@@ -17,143 +17,91 @@ receives is recorded, so a test asserts on the actual API calls::
 
 Faults are queued per method with :meth:`FakeTelegram.fail_next` (see
 :mod:`iris_runtime.testing.fake_telegram.faults`).
+
+:class:`FakeTelegram` is what a test holds: users' actions, faults, what the bot did, and the
+routing of each request (token, fault, call log). Its parts: :mod:`.chats` (what it holds),
+:mod:`.updates` (the update queue and long polling), :mod:`.methods` (the Bot API methods) and
+:mod:`.server` (HTTP and the JSON envelope).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import secrets
 import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, Self
 
-from iris_runtime.testing.fake_telegram.entities import EntityParseError, Parsed, parse_html
-from iris_runtime.testing.fake_telegram.faults import CONFLICT_OTHER_POLLER, Fail, Fault, Reset
-from iris_runtime.testing.fake_telegram.server import LoopbackServer, Request, Upload
+from iris_runtime.testing.fake_telegram.chats import (
+    BOT_USER,
+    ApiCall,
+    BotMessage,
+    Edit,
+    FakeChat,
+    StoredFile,
+)
+from iris_runtime.testing.fake_telegram.faults import Fail, Fault, Reset
+from iris_runtime.testing.fake_telegram.methods import CAPTION_LIMIT, MESSAGE_LIMIT, BotMethods
+from iris_runtime.testing.fake_telegram.server import (
+    Answer,
+    ApiError,
+    LoopbackServer,
+    Request,
+    error,
+    ok,
+)
+from iris_runtime.testing.fake_telegram.updates import UpdateQueue
+from iris_runtime.testing.loopback_http import LoopbackFake, wait_until
 
-MESSAGE_LIMIT = 4096
-CAPTION_LIMIT = 1024
-MAX_UPDATES_PER_POLL = 100
-BOT_USER = {"id": 777000111, "is_bot": True, "first_name": "Iris", "username": "iris_test_bot"}
-
-Answer = tuple[int, dict[str, str], bytes] | None
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, description: str, retry_after: int | None = None) -> None:
-        super().__init__(description)
-        self.status = status
-        self.description = description
-        self.retry_after = retry_after
-
-
-@dataclass(frozen=True)
-class Edit:
-    at: float  # time.monotonic() when the fake received it
-    text: str
-    html: str | None
-
-
-@dataclass
-class BotMessage:
-    """A message the bot sent (text or document), with every edit it received."""
-
-    chat_id: int
-    message_id: int
-    sent_text: str  # visible text as first sent (after entity parsing and trimming)
-    html: str | None  # the source the bot sent, when parse_mode was HTML (the latest edit's)
-    entities: list[dict[str, Any]]
-    thread_id: int | None
-    reply_to: int | None
-    sent_at: float
-    edits: list[Edit] = field(default_factory=list)
-    deleted: bool = False
-    document: Upload | None = None
-
-    @property
-    def text(self) -> str:
-        """The visible text now (after the latest edit)."""
-        return self.edits[-1].text if self.edits else self.sent_text
-
-    @property
-    def history(self) -> list[str]:
-        """The visible text it had: as sent, then after each edit."""
-        return [self.sent_text, *(e.text for e in self.edits)]
+__all__ = [
+    "BOT_USER",
+    "CAPTION_LIMIT",
+    "MESSAGE_LIMIT",
+    "ApiCall",
+    "BotMessage",
+    "Edit",
+    "FakeChat",
+    "FakeTelegram",
+    "StoredFile",
+]
 
 
-@dataclass
-class ApiCall:
-    """One request the fake received."""
-
-    method: str
-    params: dict[str, Any]
-    files: dict[str, Upload]
-    at: float  # time.monotonic() on arrival
-    status: int | None = None  # None: the connection was reset
-    description: str | None = None
-
-
-@dataclass
-class FakeChat:
-    id: int
-    type: str
-    title: str | None = None
-    is_forum: bool = False
-    topics: set[int] = field(default_factory=set)
-    messages: dict[int, BotMessage] = field(default_factory=dict)
-    user_messages: set[int] = field(default_factory=set)
-    next_id: int = 1
-    last_edit: float | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "type": self.type}
-        if self.title:
-            out["title"] = self.title
-        if self.is_forum:
-            out["is_forum"] = True
-        return out
-
-
-@dataclass(frozen=True)
-class StoredFile:
-    file_id: str
-    path: str
-    content: bytes
-
-
-class FakeTelegram:
+class FakeTelegram(LoopbackFake):
     """See the module docstring. ``edit_min_interval`` (seconds) turns on flood control for
     ``editMessageText``: an edit in a chat sooner than that after the previous one gets a 429
     with ``retry_after``, as Telegram does to a bot that edits too fast."""
 
     def __init__(self, token: str | None = None, *, edit_min_interval: float | None = None) -> None:
         self.token = token or f"{BOT_USER['id']}:{secrets.token_urlsafe(26)}"
-        self.edit_min_interval = edit_min_interval
         self.errors: list[str] = []
         """Tracebacks of bugs in the fake itself (a test may assert it stays empty)."""
         self.calls: list[ApiCall] = []
         self.chats: dict[int, FakeChat] = {}
-        self.confirmed_offset = 0
-        """The highest ``offset`` a ``getUpdates`` confirmed (updates below it are gone)."""
-        self._updates: list[dict[str, Any]] = []
-        self._update_ids = itertools.count(1000)
         self._files: dict[str, StoredFile] = {}
         self._faults: dict[str, deque[Fault]] = defaultdict(deque)
         self._lock = threading.Condition()
-        self._poll_generation = 0
-        self._stopping = False
-        self._server = LoopbackServer(self)
-
-    # -- lifecycle ------------------------------------------------------------------------------
+        self._updates = UpdateQueue(self._lock)
+        self._methods = BotMethods(
+            self._lock, self.chats, self._files, self._updates, edit_min_interval
+        )
+        self._service = LoopbackServer(self)
 
     @property
-    def port(self) -> int:
-        return self._server.port
+    def edit_min_interval(self) -> float | None:
+        return self._methods.edit_min_interval
+
+    @edit_min_interval.setter
+    def edit_min_interval(self, seconds: float | None) -> None:
+        self._methods.edit_min_interval = seconds
+
+    @property
+    def confirmed_offset(self) -> int:
+        """The highest ``offset`` a ``getUpdates`` confirmed (updates below it are gone)."""
+        return self._updates.confirmed_offset
+
+    # -- lifecycle (the rest: LoopbackFake) -------------------------------------------------------
 
     @property
     def api_url(self) -> str:
@@ -161,29 +109,18 @@ class FakeTelegram:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Self:
-        self._stopping = False
-        self._server.start()
-        return self
+        self._updates.open()
+        return super().start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        with self._lock:
-            self._stopping = True
-            self._lock.notify_all()
-        self._server.stop(timeout)
+        self._updates.close()  # first: a long poll waiting for updates must end
+        super().stop(timeout)
 
     def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        return self.start()  # unlike the other fakes: entering a started one is an error
 
     def __repr__(self) -> str:
-        return f"<FakeTelegram port={self._server.port if self._server._httpd else None}>"
+        return f"<FakeTelegram port={self.port if self._service.running else None}>"
 
     # -- what users do --------------------------------------------------------------------------
 
@@ -291,11 +228,7 @@ class FakeTelegram:
 
     def push_update(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Queue a raw update of any type (the fake assigns its ``update_id``)."""
-        with self._lock:
-            update = {**payload, "update_id": next(self._update_ids)}
-            self._updates.append(update)
-            self._lock.notify_all()
-        return update
+        return self._updates.push(payload)
 
     # -- scripting faults -----------------------------------------------------------------------
 
@@ -321,23 +254,16 @@ class FakeTelegram:
 
     @property
     def pending_updates(self) -> int:
-        with self._lock:
-            return len(self._updates)
+        return len(self._updates)
 
     def wait_for(
         self, predicate: Callable[[FakeTelegram], Any], what: str, timeout: float = 30.0
     ) -> Any:
         """Wait until ``predicate(self)`` is truthy (re-checked on every change); return it."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while True:
-                value = predicate(self)
-                if value:
-                    return value
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-                self._lock.wait(min(remaining, 0.2))
+        value = wait_until(self._lock, lambda: predicate(self), timeout, poll=0.2)
+        if not value:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        return value
 
     # -- answering ------------------------------------------------------------------------------
 
@@ -346,27 +272,27 @@ class FakeTelegram:
         if path.startswith("/file/bot"):
             return self._download(path[len("/file/bot") :])
         if not path.startswith("/bot") or "/" not in path[4:]:
-            return _error(404, "Not Found")
+            return error(404, "Not Found")
         token, _, method = path[4:].partition("/")
         call = ApiCall(method, dict(request.params), dict(request.files), time.monotonic())
         with self._lock:
             self.calls.append(call)
             self._lock.notify_all()
         if not secrets.compare_digest(token.encode(), self.token.encode()):
-            return self._finish(call, _error(401, "Unauthorized"))
+            return self._finish(call, error(401, "Unauthorized"))
         fault = self._next_fault(method)
         if isinstance(fault, Reset):
             return self._finish(call, None)
         if isinstance(fault, Fail):
-            return self._finish(call, _error(fault.status, fault.description, fault.retry_after))
-        handler = getattr(self, f"_m_{method.lower()}", None)
+            return self._finish(call, error(fault.status, fault.description, fault.retry_after))
+        handler = self._methods.find(method)
         if handler is None:
-            return self._finish(call, _error(404, "Not Found"))
+            return self._finish(call, error(404, "Not Found"))
         try:
             result = handler(request.params, request.files)
         except ApiError as exc:
-            return self._finish(call, _error(exc.status, exc.description, exc.retry_after))
-        return self._finish(call, _ok(result))
+            return self._finish(call, error(exc.status, exc.description, exc.retry_after))
+        return self._finish(call, ok(result))
 
     def _finish(self, call: ApiCall, answer: Answer) -> Answer:
         with self._lock:
@@ -389,242 +315,9 @@ class FakeTelegram:
     def _download(self, rest: str) -> Answer:
         token, _, file_path = rest.partition("/")
         if not secrets.compare_digest(token.encode(), self.token.encode()):
-            return _error(401, "Unauthorized")
+            return error(401, "Unauthorized")
         with self._lock:
             found = next((f for f in self._files.values() if f.path == file_path), None)
         if found is None:
-            return _error(404, "Not Found")
+            return error(404, "Not Found")
         return 200, {"Content-Type": "application/octet-stream"}, found.content
-
-    # -- methods (named _m_<lowercased Bot API method>) ------------------------------------------
-
-    def _m_getme(self, params: dict[str, Any], files: dict[str, Upload]) -> Any:
-        return dict(BOT_USER)
-
-    def _m_deletewebhook(self, params: dict[str, Any], files: dict[str, Upload]) -> Any:
-        return True
-
-    def _m_setmycommands(self, params: dict[str, Any], files: dict[str, Upload]) -> Any:
-        return True
-
-    def _m_getupdates(self, params: dict[str, Any], files: dict[str, Upload]) -> Any:
-        offset = _int(params.get("offset"), 0)
-        limit = min(max(_int(params.get("limit"), MAX_UPDATES_PER_POLL), 1), MAX_UPDATES_PER_POLL)
-        timeout = max(0, _int(params.get("timeout"), 0))
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            # A new poll ends any pending one with a conflict, as Telegram does.
-            self._poll_generation += 1
-            generation = self._poll_generation
-            self._lock.notify_all()
-            if offset > 0:
-                self._updates = [u for u in self._updates if u["update_id"] >= offset]
-                self.confirmed_offset = max(self.confirmed_offset, offset)
-            while True:
-                if self._stopping:
-                    return []
-                if generation != self._poll_generation:
-                    raise ApiError(409, CONFLICT_OTHER_POLLER)
-                ready = [u for u in self._updates if u["update_id"] >= offset][:limit]
-                remaining = deadline - time.monotonic()
-                if ready or remaining <= 0:
-                    return ready
-                self._lock.wait(remaining)
-
-    def _m_sendchataction(self, params: dict[str, Any], files: dict[str, Upload]) -> Any:
-        self._chat(params)
-        return True
-
-    def _m_sendmessage(self, params: dict[str, Any], files: dict[str, Upload]) -> Any:
-        chat = self._chat(params)
-        parsed = _parse_text(params, "text", MESSAGE_LIMIT)
-        return self._store(chat, params, parsed)
-
-    def _m_senddocument(self, params: dict[str, Any], files: dict[str, Upload]) -> Any:
-        chat = self._chat(params)
-        upload = files.get("document")
-        if upload is None:
-            raise ApiError(400, "Bad Request: there is no document in the request")
-        parsed = (
-            _parse_text(params, "caption", CAPTION_LIMIT, empty_ok=True)
-            if params.get("caption")
-            else Parsed("")
-        )
-        return self._store(chat, params, parsed, document=upload)
-
-    def _m_editmessagetext(self, params: dict[str, Any], files: dict[str, Upload]) -> Any:
-        chat = self._chat(params)
-        message_id = _int(params.get("message_id"), 0)
-        parsed = _parse_text(params, "text", MESSAGE_LIMIT)
-        now = time.monotonic()
-        with self._lock:
-            message = chat.messages.get(message_id)
-            if message is None or message.deleted:
-                if message_id in chat.user_messages:
-                    raise ApiError(400, "Bad Request: message can't be edited")
-                raise ApiError(400, "Bad Request: message to edit not found")
-            if parsed.text == message.text and parsed.entities == message.entities:
-                raise ApiError(
-                    400,
-                    "Bad Request: message is not modified: specified new message content and "
-                    "reply markup are exactly the same as a current content and reply markup of "
-                    "the message",
-                )
-            if (
-                self.edit_min_interval is not None
-                and chat.last_edit is not None
-                and now - chat.last_edit < self.edit_min_interval
-            ):
-                wait = max(1, round(self.edit_min_interval - (now - chat.last_edit) + 0.499))
-                raise ApiError(429, f"Too Many Requests: retry after {wait}", wait)
-            chat.last_edit = now
-            message.edits.append(Edit(now, parsed.text, _html_of(params)))
-            message.html = _html_of(params)
-            message.entities = parsed.entities
-            self._lock.notify_all()
-            return self._message_json(chat, message)
-
-    def _m_deletemessage(self, params: dict[str, Any], files: dict[str, Upload]) -> Any:
-        chat = self._chat(params)
-        message_id = _int(params.get("message_id"), 0)
-        with self._lock:
-            message = chat.messages.get(message_id)
-            if message is None or message.deleted:
-                raise ApiError(400, "Bad Request: message to delete not found")
-            message.deleted = True
-            self._lock.notify_all()
-        return True
-
-    def _m_getfile(self, params: dict[str, Any], files: dict[str, Upload]) -> Any:
-        with self._lock:
-            stored = self._files.get(str(params.get("file_id", "")))
-        if stored is None:
-            raise ApiError(400, "Bad Request: invalid file_id")
-        return {
-            "file_id": stored.file_id,
-            "file_unique_id": stored.file_id[-12:],
-            "file_size": len(stored.content),
-            "file_path": stored.path,
-        }
-
-    # -- helpers --------------------------------------------------------------------------------
-
-    def _chat(self, params: dict[str, Any]) -> FakeChat:
-        raw = params.get("chat_id")
-        try:
-            chat_id = int(str(raw))
-        except ValueError:
-            raise ApiError(400, "Bad Request: chat not found") from None
-        with self._lock:
-            chat = self.chats.get(chat_id)
-        if chat is None:
-            raise ApiError(400, "Bad Request: chat not found")
-        return chat
-
-    def _store(
-        self,
-        chat: FakeChat,
-        params: dict[str, Any],
-        parsed: Parsed,
-        document: Upload | None = None,
-    ) -> dict[str, Any]:
-        thread_id = params.get("message_thread_id")
-        thread = _int(thread_id, 0) if thread_id not in (None, "") else None
-        reply = params.get("reply_parameters")
-        reply_to = None
-        if isinstance(reply, dict):
-            reply_to = _int(reply.get("message_id"), 0)
-        with self._lock:
-            if thread is not None and (not chat.is_forum or thread not in chat.topics):
-                raise ApiError(400, "Bad Request: message thread not found")
-            if reply_to is not None:
-                known = reply_to in chat.user_messages or reply_to in chat.messages
-                if not known:
-                    if not (isinstance(reply, dict) and reply.get("allow_sending_without_reply")):
-                        raise ApiError(400, "Bad Request: message to be replied not found")
-                    reply_to = None
-            message = BotMessage(
-                chat.id,
-                chat.next_id,
-                parsed.text,
-                _html_of(params),
-                parsed.entities,
-                thread,
-                reply_to,
-                time.monotonic(),
-                document=document,
-            )
-            chat.next_id += 1
-            chat.messages[message.message_id] = message
-            self._lock.notify_all()
-            return self._message_json(chat, message)
-
-    @staticmethod
-    def _message_json(chat: FakeChat, message: BotMessage) -> dict[str, Any]:
-        text = message.text
-        out: dict[str, Any] = {
-            "message_id": message.message_id,
-            "date": int(time.time()),
-            "chat": chat.as_json(),
-            "from": dict(BOT_USER),
-        }
-        if message.document is not None:
-            out["document"] = {"file_name": message.document.filename}
-            if text:
-                out["caption"] = text
-        else:
-            out["text"] = text
-        if message.entities:
-            out["entities" if message.document is None else "caption_entities"] = message.entities
-        if message.thread_id is not None:
-            out["message_thread_id"] = message.thread_id
-            out["is_topic_message"] = True
-        return out
-
-
-def _int(value: Any, default: int) -> int:
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return default
-
-
-def _html_of(params: dict[str, Any]) -> str | None:
-    if str(params.get("parse_mode", "")).upper() == "HTML":
-        return str(params.get("text", params.get("caption", "")))
-    return None
-
-
-def _parse_text(params: dict[str, Any], key: str, limit: int, *, empty_ok: bool = False) -> Parsed:
-    raw = params.get(key)
-    source = "" if raw is None else str(raw)
-    mode = str(params.get("parse_mode", "") or "")
-    if mode.upper() == "HTML":
-        try:
-            parsed = parse_html(source)
-        except EntityParseError as exc:
-            raise ApiError(400, str(exc)) from None
-    elif mode:
-        raise ApiError(400, f"Bad Request: unsupported parse_mode {mode!r} in this fake")
-    else:
-        parsed = Parsed(source.strip())
-    if not parsed.text and not empty_ok:
-        raise ApiError(400, f"Bad Request: message {key} is empty")
-    if parsed.length > limit:
-        what = "message is too long" if key == "text" else "message caption is too long"
-        raise ApiError(400, f"Bad Request: {what}")
-    return parsed
-
-
-def _ok(result: Any) -> tuple[int, dict[str, str], bytes]:
-    body = json.dumps({"ok": True, "result": result}).encode()
-    return 200, {"Content-Type": "application/json"}, body
-
-
-def _error(
-    status: int, description: str, retry_after: int | None = None
-) -> tuple[int, dict[str, str], bytes]:
-    payload: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
-    if retry_after is not None:
-        payload["parameters"] = {"retry_after": retry_after}
-    return status, {"Content-Type": "application/json"}, json.dumps(payload).encode()

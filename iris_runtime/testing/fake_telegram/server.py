@@ -1,9 +1,11 @@
-"""HTTP plumbing of the fake Bot API: an HTTP/1.1 handler on the shared loopback server.
+"""HTTP plumbing of the fake Bot API: an HTTP/1.1 handler on the shared loopback server, and the
+Bot API's JSON envelope.
 
 Requests are parsed the ways the Bot API accepts parameters (query string, URL-encoded form,
 JSON, multipart form with files) and handed to the owner as a :class:`Request`; the owner answers
-with JSON, raw bytes or a connection reset. The server itself (free 127.0.0.1 port, clean
-start and stop) is :mod:`iris_runtime.testing.loopback_http`.
+with an :data:`Answer`: JSON (:func:`ok`, :func:`error`), raw bytes or a connection reset. The
+server itself (free 127.0.0.1 port, clean start and stop) is
+:mod:`iris_runtime.testing.loopback_http`.
 """
 
 from __future__ import annotations
@@ -18,10 +20,44 @@ from dataclasses import dataclass, field
 from email.message import Message
 from email.parser import BytesParser
 from email.policy import HTTP
-from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 
-from iris_runtime.testing.loopback_http import LoopbackHTTPService, TrackingHTTPServer
+from iris_runtime.testing.loopback_http import (
+    LoopbackHandler,
+    LoopbackHTTPService,
+    TrackingHTTPServer,
+)
+
+Answer = tuple[int, dict[str, str], bytes] | None
+"""``(status, headers, body)``, or ``None`` to reset the connection."""
+
+_JSON = {"Content-Type": "application/json"}
+
+
+class ApiError(Exception):
+    """An error answer, raised where it is found: :func:`error` makes the envelope."""
+
+    def __init__(self, status: int, description: str, retry_after: int | None = None) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
+        self.retry_after = retry_after
+
+
+def ok(result: Any) -> tuple[int, dict[str, str], bytes]:
+    """``{"ok": true, "result": ...}``."""
+    return 200, dict(_JSON), json.dumps({"ok": True, "result": result}).encode()
+
+
+def error(
+    status: int, description: str, retry_after: int | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """``{"ok": false, "error_code": ..., "description": ...}``, with flood control's
+    ``parameters.retry_after`` when given."""
+    payload: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+    if retry_after is not None:
+        payload["parameters"] = {"retry_after": retry_after}
+    return status, dict(_JSON), json.dumps(payload).encode()
 
 
 @dataclass(frozen=True)
@@ -44,9 +80,7 @@ class Request:
 class Owner(Protocol):
     errors: list[str]
 
-    def answer(self, request: Request) -> tuple[int, dict[str, str], bytes] | None:
-        """``(status, headers, body)``, or ``None`` to reset the connection."""
-        ...
+    def answer(self, request: Request) -> Answer: ...
 
 
 def _decode_value(value: str) -> Any:
@@ -96,36 +130,23 @@ def parse_parameters(
     return params, files
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(LoopbackHandler):
     server: TrackingHTTPServer[Owner]
 
-    def do_GET(self) -> None:
-        self._dispatch()
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def _dispatch(self) -> None:
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = 0
-        body = self.rfile.read(length) if length > 0 else b""
+    def dispatch(self) -> None:
+        body = self.read_body()
         path, _, query = self.path.partition("?")
         try:
             params, files = parse_parameters(query, self.headers.get("Content-Type", ""), body)
         except (ValueError, UnicodeDecodeError) as exc:
-            payload = {"ok": False, "error_code": 400, "description": f"Bad Request: {exc}"}
-            self._send(400, {"Content-Type": "application/json"}, json.dumps(payload).encode())
+            self._send(*error(400, f"Bad Request: {exc}"))
             return
         request = Request(self.command, path, params, files)
         try:
             answer = self.server.owner.answer(request)
         except Exception:
             self.server.owner.errors.append(traceback.format_exc())
-            payload = {"ok": False, "error_code": 500, "description": "fake server error"}
-            self._send(500, {"Content-Type": "application/json"}, json.dumps(payload).encode())
+            self._send(*error(500, "fake server error"))
             return
         if answer is None:
             self._reset()
@@ -149,9 +170,6 @@ class _Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.connection.shutdown(socket.SHUT_RDWR)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
 class LoopbackServer(LoopbackHTTPService[Owner]):

@@ -18,15 +18,13 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from iris_runtime.engine.dispatch import split_conversation
 from iris_runtime.engine.transport import ChannelInfo, ToolEvent, TransportEvent, UserInfo
-from iris_slack.api import SlackError
+from iris_runtime.transport_kit.edit_pacing import EditPacer
+from iris_slack.api import SlackApi, SlackError
 from iris_slack.text import MIN_CHUNK_LENGTH, SLACK_MAX_LENGTH, escape, split_chunks
-
-if TYPE_CHECKING:
-    from iris_slack.transport import SlackTransport
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +42,26 @@ GONE_ERRORS = frozenset(
 )
 
 
+class ContextHost(Protocol):
+    """What a context needs of its transport (the transport module depends on this one, not the
+    other way round): the API, the channels' edit pacer, and the register of runs in progress,
+    where a stop finds the run's context."""
+
+    @property
+    def api(self) -> SlackApi: ...
+
+    @property
+    def pacer(self) -> EditPacer: ...
+
+    def run_started(self, channel: str, ctx: SlackContext) -> None: ...
+
+    def run_ended(self, channel: str, ctx: SlackContext) -> None: ...
+
+
 class SlackContext:
     def __init__(
         self,
-        transport: SlackTransport,
+        transport: ContextHost,
         event: TransportEvent,
         *,
         placeholder_ts: str | None,

@@ -13,17 +13,45 @@ comes first decides, the other is dropped by its ``channel:ts`` key. A channel s
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from iris_runtime.engine.core import Engine
 from iris_runtime.engine.dispatch import IGNORE, REFUSE, UNCONFIGURED, InboundMessage
 from iris_slack.channel_ids import TS, mentions
 
-if TYPE_CHECKING:
-    from iris_slack.transport import SlackTransport
-
 log = logging.getLogger(__name__)
 
-__all__ = ["TS", "dispatch", "inbound_of"]
+__all__ = ["TS", "ModeHost", "dispatch", "inbound_of"]
+
+
+class ModeHost(Protocol):
+    """What applying a mode needs of the transport (which depends on this module, not the other
+    way round): the engine's channel modes, the bot's identity, and the transport's own steps."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def bot_user_id(self) -> str | None: ...
+
+    def log_only(self, channel: str, event: dict[str, Any], raw: str, user: str) -> None: ...
+
+    def seen_before(self, key: str) -> bool: ...
+
+    def post_quietly(self, channel: str, text: str, thread: str | None) -> str | None: ...
+
+    def start_run(
+        self,
+        event: dict[str, Any],
+        channel: str,
+        ts: str,
+        user: str,
+        raw: str,
+        *,
+        thread: str | None = None,
+        conversation: str | None = None,
+        agent: str | None = None,
+    ) -> None: ...
 
 
 def inbound_of(event: dict[str, Any], bot_user_id: str | None, *, mention: bool) -> InboundMessage:
@@ -48,7 +76,7 @@ def inbound_of(event: dict[str, Any], bot_user_id: str | None, *, mention: bool)
     )
 
 
-def dispatch(transport: SlackTransport, event: dict[str, Any], *, mention: bool) -> bool:
+def dispatch(transport: ModeHost, event: dict[str, Any], *, mention: bool) -> bool:
     """Apply the channel's mode to ``event``; False when the channel has none (the caller
     goes on as usual)."""
     inbound = inbound_of(event, transport.bot_user_id, mention=mention)

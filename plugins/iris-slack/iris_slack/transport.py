@@ -18,18 +18,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from contextlib import AbstractContextManager
 from typing import Any
 
-from slack_sdk.http_retry.builtin_handlers import (
-    ConnectionErrorRetryHandler,
-    RateLimitErrorRetryHandler,
-    ServerErrorRetryHandler,
-)
-from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
-from slack_sdk.web import WebClient
 
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.dispatch import split_conversation
@@ -40,25 +32,20 @@ from iris_runtime.engine.transport import (
     TransportEvent,
     UserInfo,
 )
-from iris_runtime.errors import EngineStopping, IrisError, NoSuchChannel, QueueFull
+from iris_runtime.errors import EngineStopping, IrisError, QueueFull
+from iris_runtime.transport_kit.edit_pacing import EditPacer
 from iris_slack import modes
-from iris_slack.api import SlackApi, SlackError, classify, sdk_logger
+from iris_slack.api import SlackApi
 from iris_slack.channel_ids import CHANNEL_ID, TS, mentions
 from iris_slack.config import SlackConfig
+from iris_slack.connection import SlackConnection
 from iris_slack.context import THINKING, SlackContext
 from iris_slack.directory import Directory
 from iris_slack.files import save_files
 from iris_slack.ordering import OrderedLanes
+from iris_slack.posting import ChannelPoster
 from iris_slack.profile import SLACK_PROFILE
-from iris_slack.socket_mode import SocketModeClient
-from iris_slack.text import (
-    SLACK_MAX_LENGTH,
-    clip_line,
-    escape,
-    inbound_text,
-    split_chunks,
-)
-from iris_slack.throttle import EditPacer
+from iris_slack.text import clip_line, inbound_text
 
 log = logging.getLogger(__name__)
 
@@ -89,126 +76,46 @@ class SlackTransport:
         self.api = SlackApi(config, stopping=self._stopping)
         self.directory = Directory(self.api)
         self.pacer = pacer or EditPacer()
-        self.connected = threading.Event()
-        self.bot_user_id: str | None = None
-        self._bot_id: str | None = None
+        self._poster = ChannelPoster(self.api, self.pacer, self._stopping)
+        # The directory (users, conversations: paged and rate-limited, minutes on a big
+        # workspace) fills in after the connection, so no event waits for it; names are looked
+        # up one by one meanwhile.
+        self._connection = SlackConnection(
+            config,
+            self.api,
+            self._stopping,
+            on_request=self._on_request,
+            on_connected=self._load_directory,
+        )
+        self.connected = self._connection.connected
         self._lock = threading.Lock()
         # (channel, message ts) -> (placeholder ts, whether it says "queued")
         self._placeholders: dict[tuple[str, str], tuple[str, bool]] = {}
         self._active: dict[str, SlackContext] = {}
         self._seen: OrderedDict[str, None] = OrderedDict()
-        self._socket: SocketModeClient | None = None
-        self._thread: threading.Thread | None = None
         self._lanes = OrderedLanes()
         # (channel, message ts) -> the run's context, until the run settles
         self._contexts: dict[tuple[str, str], SlackContext] = {}
+
+    @property
+    def bot_user_id(self) -> str | None:
+        return self._connection.bot_user_id
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
         """Connect in the background: the engine's start must not wait for Slack."""
-        self._thread = threading.Thread(
-            target=self._connect, name="iris-slack-connect", daemon=True
-        )
-        self._thread.start()
+        self._connection.start()
 
     def stop(self) -> None:
         self._stopping.set()
-        with self._lock:
-            socket, self._socket = self._socket, None
-        if socket is not None:
-            try:
-                socket.close()
-            except Exception:
-                log.exception("slack: closing the Socket Mode connection failed")
-        if self._thread is not None:
-            self._thread.join(10)
+        self._connection.close()
         self._lanes.shutdown()
 
-    def _connect(self) -> None:
-        identity = self._retry_until_stopped("auth.test", self.api.auth_test)
-        if identity is None:
-            return
-        self.bot_user_id = str(identity.get("user_id") or "") or None
-        self._bot_id = str(identity.get("bot_id") or "") or None
-        # The SDK's built-in Socket Mode client, not its websocket-client adapter: the adapter's
-        # monitor reconnects while the first WebSocket is still opening, which leaves Slack an
-        # orphan connection that gets events nobody reads (see iris_slack.socket_mode).
-        client = SocketModeClient(
-            app_token=self._config.app_token,
-            web_client=self._socket_web_client(),
-            logger=sdk_logger("iris_slack.socket_mode"),
-            auto_reconnect_enabled=True,
-            # A ping every 5 s; a connection without a pong for 20 s is dropped, and a lost one
-            # is replaced at the monitor's next check (it runs at this interval too).
-            ping_interval=5,
-            # Bytes per read: the SDK parses a frame recursively, one read per level, so at its
-            # 1 KiB default a frame of about 1 MB passes Python's recursion limit.
-            receive_buffer_size=64 * 1024,
-            # One listener call at a time, in delivery order: it only acknowledges and queues
-            # the event on its channel's lane (see OrderedLanes).
-            concurrency=1,
-        )
-        client.socket_mode_request_listeners.append(self._on_request)
-        with self._lock:
-            if self._stopping.is_set():
-                client.close()
-                return
-            self._socket = client
-
-        def connect() -> None:
-            # Through the client's own lock, as its monitor reconnects, and only while it has
-            # no open connection (the monitor may have opened one after a failed attempt).
-            client.connect_to_new_endpoint()
-            if not client.is_connected():  # the SDK logs why the WebSocket did not open
-                raise ConnectionError("the Socket Mode WebSocket did not open")
-
-        if self._retry_until_stopped("apps.connections.open", connect, result=False) is None:
-            return
-        self.connected.set()
-        log.info("slack: connected over Socket Mode as %s", identity.get("user") or "the bot")
-        # The directory (users, conversations: paged and rate-limited, minutes on a big
-        # workspace) fills in after the connection, so no event waits for it; names are looked
-        # up one by one meanwhile.
+    def _load_directory(self) -> None:
         threading.Thread(
             target=self.directory.load, name="iris-slack-directory", daemon=True
         ).start()
-
-    def _socket_web_client(self) -> WebClient:
-        # The Socket Mode client opens (and re-opens) its connection with apps.connections.open;
-        # give that call the SDK's retry handlers, with backoff, since it runs on SDK threads.
-        backoff = BackoffRetryIntervalCalculator(backoff_factor=0.5)
-        return WebClient(
-            token=self._config.bot_token,
-            base_url=self._config.api_url,
-            timeout=30,
-            logger=sdk_logger(),
-            retry_handlers=[
-                ConnectionErrorRetryHandler(max_retry_count=4, interval_calculator=backoff),
-                ServerErrorRetryHandler(max_retry_count=4, interval_calculator=backoff),
-                RateLimitErrorRetryHandler(max_retry_count=4),
-            ],
-        )
-
-    def _retry_until_stopped(self, what: str, action: Any, *, result: bool = True) -> Any:
-        """Run ``action`` until it works (True when it returns nothing) or Iris stops; a refused
-        credential ends the attempts (Slack stays off, with one error line)."""
-        attempt = 0
-        while not self._stopping.is_set():
-            attempt += 1
-            try:
-                value = action()
-                return value if result else True
-            except Exception as exc:  # ours, the SDK's own errors and plain network errors
-                failure = classify(what, exc)
-                if failure.refused or not failure.transient:
-                    log.error("slack: %s was refused (%s); Slack stays off", what, failure.error)
-                    return None
-                reason = failure.error
-            delay = self.api.backoff(min(attempt, 8))
-            log.warning("slack: %s failed (%s); trying again in %.0fs", what, reason, delay)
-            self._stopping.wait(delay)
-        return None
 
     # -- ChannelTransport ---------------------------------------------------------------------
 
@@ -226,48 +133,20 @@ class SlackTransport:
 
     def post_message(self, channel_id: str, text: str) -> str:
         """Post ``text`` as a new message (longer text continues in its thread); its ts."""
-        return self._post_chunks(*split_conversation(channel_id), text)
+        return self._poster.post_chunks(*split_conversation(channel_id), text)
 
     def show_logged_message(self, channel_id: str, text: str, thread: str | None) -> str:
         """A message the engine has already logged (a sub-agent's announce): posted like
         ``post_message`` but inside ``thread`` (the ``thread_ts`` of the message that started
         the run) when given, and never logged again. Returns the first message's ts."""
         channel, own = split_conversation(channel_id)
-        return self._post_chunks(channel, thread or own, text)
-
-    def _post_chunks(self, channel_id: str, thread: str | None, text: str) -> str:
-        """``text`` escaped and chunked: the first chunk in ``thread`` (or the channel), the
-        rest after it in the same thread (or the first chunk's own). The first chunk's ts."""
-        chunks = split_chunks(text) or ["(empty)"]
-        try:
-            first = self.api.post_message(channel_id, escape(chunks[0]), thread)
-        except SlackError as exc:
-            # A Slack-shaped id Slack does not know is no channel at all (404), not a fault.
-            if exc.error == "channel_not_found":
-                raise NoSuchChannel(
-                    f"the slack transport has no channel {channel_id!r} ({exc.error})"
-                ) from exc
-            raise
-        for chunk in chunks[1:]:
-            self.api.post_message(channel_id, escape(chunk), thread or first)
-        return first
+        return self._poster.post_chunks(channel, thread or own, text)
 
     def update_message(self, channel_id: str, message_id: str, text: str) -> None:
-        """Replace a message's text, paced like every edit. One Slack message holds one chunk:
-        text longer than that is cut to its first chunk, ending in "…" (a message has no
-        place of its own to continue in); ``post_message`` is for long text."""
+        """Replace a message's text, paced like every edit; text longer than one message is
+        cut to its first chunk (``post_message`` is for long text)."""
         channel_id, _ = split_conversation(channel_id)
-        chunks = split_chunks(text, SLACK_MAX_LENGTH - 1) or ["(empty)"]
-        first = chunks[0] + ("…" if len(chunks) > 1 else "")
-        if len(chunks) > 1:
-            log.info(
-                "slack: an edit in %s was cut to its first %d characters", channel_id, len(first)
-            )
-
-        def slot() -> AbstractContextManager[None]:
-            return self.pacer.slot(channel_id, self._stopping.wait)
-
-        self.api.update_message(channel_id, message_id, escape(first), slot=slot)
+        self._poster.update(channel_id, message_id, text)
 
     def enqueue_event(self, event: TransportEvent) -> bool:
         """A synthetic event (scheduled, or ``POST /channels/<id>/events``): a run on the
@@ -459,7 +338,7 @@ class SlackTransport:
             self.log_only(channel, event, raw, user)
             log.warning("slack: a message in %s was not run: %s", channel, exc.message)
             note = BUSY if isinstance(exc, QueueFull) else SHUTTING_DOWN
-            self._replace_quietly(channel, placeholder, note, thread)
+            self._poster.replace_quietly(channel, placeholder, note, thread)
             return
         ticket.add_done_callback(lambda result: self._settled(key, ts, thread, result))
 
@@ -473,7 +352,7 @@ class SlackTransport:
         channel, _ = split_conversation(key)
         note = SHUTTING_DOWN if result.status == "cancelled" else _ended_note(result)
         if placeholder is not None:  # no context was made for it
-            self._replace_quietly(channel, placeholder[0], note, thread)
+            self._poster.replace_quietly(channel, placeholder[0], note, thread)
         elif ctx is not None and not ctx.finished:
             ctx.abandon(f"_{note}_")
 
@@ -495,22 +374,7 @@ class SlackTransport:
             )
 
     def post_quietly(self, channel: str, text: str, thread: str | None) -> str | None:
-        try:
-            return self.api.post_message(channel, escape(text), thread)
-        except SlackError as exc:
-            log.warning("slack: could not post in %s: %s", channel, exc.error)
-            return None
-
-    def _replace_quietly(
-        self, channel: str, placeholder: str | None, text: str, thread: str | None
-    ) -> None:
-        if placeholder is None:
-            self.post_quietly(channel, text, thread)
-            return
-        try:
-            self.update_message(channel, placeholder, text)
-        except SlackError as exc:
-            log.warning("slack: could not edit a message in %s: %s", channel, exc.error)
+        return self._poster.post_quietly(channel, text, thread)
 
 
 def _ended_note(result: RunResult) -> str:

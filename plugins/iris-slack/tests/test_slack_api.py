@@ -16,7 +16,6 @@ import pytest
 from iris_slack.api import SlackApi, SlackError, classify
 from iris_slack.config import SlackConfig
 from iris_slack.ordering import OrderedLanes
-from iris_slack.throttle import EditPacer
 from slack_testkit import slack_fake
 
 from iris_runtime.testing.fake_slack import (
@@ -25,6 +24,7 @@ from iris_runtime.testing.fake_slack import (
     FakeSlack,
     HttpFailure,
 )
+from iris_runtime.transport_kit.edit_pacing import EditPacer
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from iris_slack.api import SlackError
 from iris_slack.context import UNDELIVERED, SlackContext
-from iris_slack.throttle import EditPacer
 
 from iris_runtime.engine.transport import TransportEvent
+from iris_runtime.transport_kit.edit_pacing import EditPacer
 
 
 @dataclass

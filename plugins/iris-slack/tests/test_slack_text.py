@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from iris_slack.channel_ids import CHANNEL_ID
 from iris_slack.text import (
     MIN_CHUNK_LENGTH,
     SLACK_MAX_LENGTH,
@@ -14,10 +15,9 @@ from iris_slack.text import (
     safe_file_name,
     split_chunks,
 )
-from iris_slack.throttle import EditPacer
-from iris_slack.transport import CHANNEL_ID
 
 from iris_runtime.engine.channels import validate_filename
+from iris_runtime.transport_kit.edit_pacing import EditPacer
 
 
 def test_escaping_keeps_mentions_and_links_and_defuses_broadcasts() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from iris_runtime.errors import InvalidInput
+from iris_runtime.transport_kit.edit_pacing import EditPacer
 from iris_telegram.api import BotApi, TelegramError
 from iris_telegram.markup import (
     MIN_CHUNK,
@@ -25,7 +26,6 @@ from iris_telegram.markup import (
     render,
     split_pieces,
 )
-from iris_telegram.throttle import EditThrottle
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +73,9 @@ def _unparsable(exc: TelegramError) -> bool:
 
 
 class ChatSender:
-    def __init__(self, api: BotApi, throttle: EditThrottle) -> None:
+    def __init__(self, api: BotApi, pacer: EditPacer) -> None:
         self.api = api
-        self.throttle = throttle
+        self.pacer = pacer
 
     # -- whole replies --------------------------------------------------------------------------
 
@@ -108,7 +108,7 @@ class ChatSender:
     def try_edit(self, target: Target, message_id: int, html: str) -> float:
         """Edit now if the chat's edit slot is free (0.0), else return seconds until it is.
         One attempt only: progress is cosmetic and must not hold up the run."""
-        wait = self.throttle.reserve(str(target.chat_id))
+        wait = self.pacer.reserve(str(target.chat_id))
         if wait > 0:
             return wait
         self._edit(target, message_id, html, retry=False)
@@ -118,7 +118,7 @@ class ChatSender:
         self, target: Target, message_id: int, text: str, *, html: bool = True, retry: bool = True
     ) -> None:
         """Edit a message, waiting for the chat's edit slot."""
-        if not self.throttle.wait_and_reserve(str(target.chat_id)):
+        if not self.pacer.wait_and_reserve(str(target.chat_id)):
             raise TelegramError("editMessageText", "stopped while waiting for the edit slot")
         self._edit(target, message_id, text, html=html, retry=retry)
 
@@ -142,7 +142,7 @@ class ChatSender:
             if not _unchanged(exc):
                 raise
         finally:
-            self.throttle.done(str(target.chat_id))
+            self.pacer.done(str(target.chat_id))
 
     # -- one chunk, with the backstops ------------------------------------------------------------
 

@@ -23,31 +23,28 @@ import contextlib
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.dispatch import IGNORE, REFUSE, split_conversation
 from iris_runtime.engine.transport import ChannelInfo, ChannelState, TransportEvent, UserInfo
 from iris_runtime.errors import EngineStopping, InvalidInput, QueueFull
+from iris_runtime.transport_kit.edit_pacing import EditPacer
+from iris_runtime.transport_kit.ordered_queues import OrderedQueues
 from iris_telegram import modes, redaction
 from iris_telegram.api import BotApi, RetryPolicy, TelegramError
 from iris_telegram.config import CHATS_VARIABLE, USERS_VARIABLE, TelegramConfig
 from iris_telegram.context import TelegramContext
+from iris_telegram.directory import ChatDirectory
 from iris_telegram.files import Downloads
 from iris_telegram.inbound import Inbound, chat_id_of, parse_message, topic_of, update_kind
 from iris_telegram.offsets import OffsetStore
 from iris_telegram.poller import Poller
 from iris_telegram.profile import TELEGRAM_PROFILE, TRANSPORT_ID
 from iris_telegram.sender import ChatSender, Target
-from iris_telegram.throttle import EditThrottle
 
 log = logging.getLogger(__name__)
 
-DIRECTORY_SIZE = 500
-PEOPLE_PER_CHAT = 50
 QUEUED = "<i>Queued…</i>"
 NOT_RUN = "<i>Not answered yet: Iris is restarting. This message is answered after the restart.</i>"
 HINT_INTERVAL = 3600.0  # seconds between two "you are not allowed" answers in one chat
@@ -66,94 +63,6 @@ QUEUE_FULL_NOTICE = (
 )
 
 
-class _Directory:
-    """Chats seen since start-up and the people seen in each (most recent last). A run's prompt
-    lists only its own chat and that chat's people: names from other chats never reach it."""
-
-    def __init__(self) -> None:
-        self._chats: OrderedDict[str, str] = OrderedDict()
-        self._people: dict[str, OrderedDict[str, str]] = {}
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def _remember(table: OrderedDict[str, str], key: str, name: str, size: int) -> None:
-        table.pop(key, None)
-        table[key] = " ".join(name.split())[:80]
-        while len(table) > size:
-            table.popitem(last=False)
-
-    def note(self, inbound: Inbound) -> None:
-        with self._lock:
-            chat = inbound.channel
-            self._remember(
-                self._chats, chat, f"{inbound.chat_name} ({inbound.chat_type})", DIRECTORY_SIZE
-            )
-            people = self._people.setdefault(chat, OrderedDict())
-            name = inbound.user_name or inbound.user_id
-            self._remember(people, inbound.user_id, name, PEOPLE_PER_CHAT)
-            for gone in [c for c in self._people if c not in self._chats]:
-                del self._people[gone]
-
-    def channels(self, only: str | None = None) -> list[ChannelInfo]:
-        with self._lock:
-            return [
-                ChannelInfo(k, v)
-                for k, v in reversed(self._chats.items())
-                if only is None or k == only
-            ]
-
-    def users(self, chat: str | None = None) -> list[UserInfo]:
-        with self._lock:
-            tables = [self._people.get(chat, OrderedDict())] if chat else self._people.values()
-            seen: dict[str, str] = {}
-            for table in tables:
-                for key, name in reversed(table.items()):
-                    seen.setdefault(key, name)
-            return [UserInfo(k, v) for k, v in seen.items()]
-
-    def name_of(self, channel: str) -> str | None:
-        with self._lock:
-            return self._chats.get(channel)
-
-
-class _ChatQueues:
-    """Work run on a small pool, in submission order per chat (chats in parallel)."""
-
-    def __init__(self, workers: int, name: str) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
-        self._queues: dict[int, deque[Callable[[], None]]] = {}
-        self._lock = threading.Lock()
-
-    def busy(self, chat: int) -> bool:
-        with self._lock:
-            return chat in self._queues
-
-    def submit(self, chat: int, work: Callable[[], None]) -> None:
-        with self._lock:
-            queue = self._queues.get(chat)
-            if queue is not None:
-                queue.append(work)
-                return
-            self._queues[chat] = deque([work])
-        self._pool.submit(self._drain, chat)
-
-    def _drain(self, chat: int) -> None:
-        while True:
-            with self._lock:
-                queue = self._queues[chat]
-                if not queue:
-                    del self._queues[chat]
-                    return
-                work = queue.popleft()
-            try:
-                work()
-            except Exception:
-                log.exception("Telegram work for chat %s failed", chat)
-
-    def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=False)
-
-
 class TelegramTransport:
     transport_id = TRANSPORT_ID
     prompt_profile = TELEGRAM_PROFILE
@@ -169,14 +78,18 @@ class TelegramTransport:
             retry=RetryPolicy(config.retry_attempts, config.retry_base, config.retry_cap),
             stopping=self._stopping,
         )
-        self.throttle = EditThrottle(config.edit_interval)
-        self.sender = ChatSender(self.api, self.throttle)
+        self.pacer = EditPacer(config.edit_interval)
+        self.sender = ChatSender(self.api, self.pacer)
         data_dir = engine.settings.data_dir
         self._downloads = Downloads(self.api, data_dir, config.max_file_bytes)
         self.offsets = OffsetStore.for_bot(data_dir, self.api.bot_id)
-        self._directory = _Directory()
-        self._intake = _ChatQueues(4, "telegram-intake")  # downloads, then the hand-over
-        self._notices = _ChatQueues(2, "telegram-notices")  # cosmetic messages
+        self._directory = ChatDirectory()
+        self._intake: OrderedQueues[int] = OrderedQueues(
+            4, "telegram-intake"
+        )  # downloads, then the hand-over
+        self._notices: OrderedQueues[int] = OrderedQueues(
+            2, "telegram-notices"
+        )  # cosmetic messages
         # Messages waiting behind a run, by (channel, message id): their update id and their
         # "Queued…" placeholder (None until it is posted).
         self._waiting: dict[tuple[str, str], tuple[int | None, int | None]] = {}
@@ -247,7 +160,7 @@ class TelegramTransport:
                 if self._running == 0:
                     break
             time.sleep(0.05)
-        self.throttle.stop()
+        self.pacer.stop()
         self.api.close()
 
     def _identified(self, me: dict[str, Any]) -> None:

@@ -20,7 +20,6 @@ from iris_telegram.api import (
     TelegramUnauthorized,
 )
 from iris_telegram.sender import ChatSender, Target
-from iris_telegram.throttle import EditThrottle
 
 from iris_runtime.testing.fake_telegram import (
     CONFLICT_OTHER_POLLER,
@@ -33,6 +32,7 @@ from iris_runtime.testing.fake_telegram import (
     server_error,
     utf16_len,
 )
+from iris_runtime.transport_kit.edit_pacing import EditPacer as EditThrottle
 
 FAST = RetryPolicy(attempts=5, base=0.01, cap=0.05)
 

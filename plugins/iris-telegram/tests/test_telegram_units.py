@@ -16,12 +16,12 @@ from iris_telegram.inbound import chat_id_of, parse_message, safe_file_name
 from iris_telegram.offsets import OffsetStore
 from iris_telegram.profile import TELEGRAM_PROFILE
 from iris_telegram.redaction import REDACTED, RedactTokens, redact
-from iris_telegram.throttle import EditThrottle
 
 from iris_runtime.config import Settings
 from iris_runtime.engine.channels import validate_filename
 from iris_runtime.engine.transport import ChannelInfo, UserInfo
 from iris_runtime.errors import ConfigError
+from iris_runtime.transport_kit.edit_pacing import EditPacer as EditThrottle
 
 TOKEN = "123456789:AAHk3_fake-token-for-tests-0123456789"  # noqa: S105 (not a real token)
 
@@ -361,8 +361,8 @@ def test_the_prompt_profile_spells_out_the_rules() -> None:
 
 
 def test_a_chat_sees_only_itself_and_its_own_people() -> None:
+    from iris_telegram.directory import ChatDirectory as _Directory
     from iris_telegram.inbound import Inbound
-    from iris_telegram.transport import _Directory
 
     directory = _Directory()
     directory.note(Inbound(1, 1, "hi", "11", "@ana", "Ana", "private"))

@@ -15,11 +15,11 @@ from iris_runtime.custom_agents.acp_models import COMMAND, DEFAULT, model_choice
 from iris_runtime.custom_agents.manifest import Manifest
 from iris_runtime.custom_agents.service import CustomAgents, service_of
 from iris_runtime.errors import InvalidInput, NotFound
-from iris_webui.routes import _existing, _transport, api, blueprint
+from iris_webui.blueprint import api, blueprint, existing_channel, web_transport
 
 
 def _agent(kind: str) -> tuple[CustomAgents, Manifest]:
-    agents = service_of(_transport().engine)
+    agents = service_of(web_transport().engine)
     loaded = agents.catalog.get(kind) if agents is not None else None
     if agents is None or loaded is None or not loaded.manifest.models:
         raise NotFound(f"no agent {kind[:64]!r} with a model choice", code="unknown_agent")
@@ -29,7 +29,7 @@ def _agent(kind: str) -> tuple[CustomAgents, Manifest]:
 @blueprint.get("/api/sessions/<session>/agents/<kind>/model")
 @api()
 def agent_model(session: str, kind: str) -> Response:
-    channel = _existing(session)
+    channel = existing_channel(session)
     agents, manifest = _agent(kind)
     return jsonify(model_choice(agents.chats, manifest, agents.chats.id_for(channel)))
 
@@ -37,7 +37,7 @@ def agent_model(session: str, kind: str) -> Response:
 @blueprint.post("/api/sessions/<session>/agents/<kind>/model")
 @api(changes=True)
 def choose_agent_model(session: str, kind: str) -> Response:
-    channel = _existing(session)
+    channel = existing_channel(session)
     agents, manifest = _agent(kind)
     body = request.get_json(silent=True)
     wanted = body.get("model") if isinstance(body, dict) else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import click
 
 from iris_runtime.cli.common import clean_errors, load_settings
+from iris_webui.login_link import login_url
 
 
 @click.group()
@@ -23,8 +24,6 @@ def webui() -> None:
 @clean_errors
 def link() -> None:
     """Print a new one-time login link (valid 10 minutes, single use)."""
-    from iris_webui.plugin import login_url
-
     url = login_url(load_settings())
     if url is None:
         raise click.ClickException("the Web UI is off: set IRIS_WEBUI_PORT")

@@ -3,9 +3,9 @@
 registers no transport; it still declares that ``WEBUI-`` channel ids are its own, so they are
 refused while the Web UI is off instead of being taken by the bridge.
 
-``issue_login_link`` is called by ``iris serve`` (the gunicorn master) before it forks: it makes
-the one-time login key and returns the line to print; ``iris webui link`` (``cli``) prints a
-fresh link any time.
+``issue_login_link`` (from :mod:`iris_webui.login_link`) is looked up here by ``iris serve``
+(the gunicorn master) before it forks: it makes the one-time login key and returns the line to
+print; ``iris webui link`` (``cli``) prints a fresh link any time.
 """
 
 from __future__ import annotations
@@ -20,6 +20,16 @@ from iris_runtime import hookimpl
 from iris_runtime.config import Settings
 from iris_runtime.engine.core import Engine
 from iris_runtime.engine.transport import ChannelShape
+from iris_webui.login_link import issue_login_link
+
+__all__ = [
+    "engine_started",
+    "issue_login_link",
+    "register_blueprints",
+    "register_channel_shapes",
+    "register_commands",
+    "register_transports",
+]
 
 if TYPE_CHECKING:
     from flask import Blueprint
@@ -69,8 +79,7 @@ def register_blueprints(register: Callable[..., None]) -> None:
 
 
 def _blueprint() -> Blueprint:
-    import iris_webui.agent_models  # noqa: F401 (its routes join the blueprint)
-    from iris_webui.routes import blueprint
+    from iris_webui.routes import blueprint  # with every route joined
 
     return blueprint
 
@@ -98,27 +107,3 @@ def register_commands(cli: click.Group) -> None:
     from iris_webui.cli import webui
 
     cli.add_command(webui)
-
-
-def issue_login_link(settings: Settings) -> str | None:
-    """The "Web UI: <link>" line ``iris serve`` prints, with a fresh one-time key (only its
-    digest is stored); None when the Web UI is off."""
-    url = login_url(settings)
-    # One line in exactly this shape: people and tests look for "Web UI: <url>".
-    return None if url is None else f"Web UI: {url}"
-
-
-def login_url(settings: Settings) -> str | None:
-    """A login link with a fresh one-time key (it replaces any earlier key); None when the Web
-    UI is off."""
-    if not settings.webui_port:
-        return None
-    from iris_webui.auth import issue_login_key
-
-    key = issue_login_key(settings.data_dir)
-    host = settings.api_host
-    if host in {"0.0.0.0", "::", ""}:
-        host = "127.0.0.1"
-    elif ":" in host:
-        host = f"[{host}]"
-    return f"http://{host}:{settings.webui_port}/login?key={key}"

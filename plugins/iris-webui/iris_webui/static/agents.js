@@ -3,10 +3,10 @@
 import { api } from "./api.js";
 import { showBanner } from "./banner.js";
 import { el, ui } from "./dom.js";
+import { showEmptyState } from "./pane.js";
 import { renderSessions, writeHash } from "./sessions.js";
 import { connect } from "./socket.js";
 import { state } from "./state.js";
-import { showEmptyState } from "./turns.js";
 
 export function renderAgents() {
   var select = ui.agent;

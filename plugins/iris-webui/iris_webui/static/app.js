@@ -12,13 +12,15 @@ import { api } from "./api.js";
 import { showBanner } from "./banner.js";
 import { autoGrow, sendMessage, startUpload, stopRun, updateComposer } from "./composer.js";
 import { ui } from "./dom.js";
+import { showEmptyState } from "./pane.js";
+import { handleFrame } from "./frames.js";
 import { closeSidebar, newSession, openSession, openSidebar, readHash, renderSessions } from "./sessions.js";
-import { connect } from "./socket.js";
+import { connect, wireSocket } from "./socket.js";
 import { state } from "./state.js";
-import { showEmptyState } from "./turns.js";
 
 // ---- wiring --------------------------------------------------------------------------------
 
+wireSocket(handleFrame, newSession);
 ui.composer.addEventListener("submit", function (event) {
   event.preventDefault();
   sendMessage();

@@ -2,8 +2,8 @@
 
 import { api } from "./api.js";
 import { el, icon, ui } from "./dom.js";
+import { addNotice, setStatus } from "./pane.js";
 import { state } from "./state.js";
-import { addNotice, setStatus } from "./turns.js";
 
 // Errors about one request (a message frame), not about a run: shown by the composer.
 export var REQUEST_ERRORS = {

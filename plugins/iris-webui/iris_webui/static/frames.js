@@ -8,11 +8,12 @@ import { REQUEST_ERRORS, showComposerNotice, updateComposer } from "./composer.j
 import { el, icon, ui } from "./dom.js";
 import { fileChip } from "./files.js";
 import { loadHistory } from "./history.js";
+import { addNotice, scrollToEnd, setRunning, setStatus, showEmptyState } from "./pane.js";
 import { loadSessions } from "./sessions.js";
 import { setConnection } from "./socket.js";
 import { state } from "./state.js";
 import { onSubagent } from "./subagents.js";
-import { addNote, addNotice, addUserMessage, endRun, isCurrent, markEvent, newTurn, reveal, runOf, scrollToEnd, setReplyText, setRunning, setStatus, showEmptyState, turnFor } from "./turns.js";
+import { addNote, addUserMessage, endRun, isCurrent, markEvent, newTurn, reveal, runOf, setReplyText, turnFor } from "./turns.js";
 
 export function handleFrame(frame) {
   switch (frame.type) {
@@ -43,7 +44,7 @@ export function onReady(frame) {
   else setConnection("open", "Connected");
   updateComposer();
   // Frames sent while we were away are in the durable log: resync from it.
-  loadHistory();
+  loadHistory(handleFrame);
   // A run already going (a reload mid-run, a second tab): Stop works on it.
   if (frame.running) {
     setRunning(true);

@@ -4,10 +4,10 @@ import { api } from "./api.js";
 import { showBanner } from "./banner.js";
 import { upsertCard } from "./cards.js";
 import { fileChip } from "./files.js";
-import { handleFrame } from "./frames.js";
+import { scrollToEnd, setRunning, showEmptyState } from "./pane.js";
 import { state } from "./state.js";
 import { upsertSubagent } from "./subagents.js";
-import { addNote, addUserMessage, markEvent, newTurn, resetTurns, reveal, runOf, scrollToEnd, setReplyText, setRunning, showEmptyState } from "./turns.js";
+import { addNote, addUserMessage, markEvent, newTurn, resetTurns, reveal, runOf, setReplyText } from "./turns.js";
 
 export function renderHistory(messages) {
   resetTurns();
@@ -75,7 +75,9 @@ export function alreadyShown(held, messages) {
   return skip;
 }
 
-export function loadHistory() {
+/** Load the open conversation's history; held frames then go to `handleFrame` (frames.js,
+ * which calls this when its socket is ready). */
+export function loadHistory(handleFrame) {
   var session = state.session;
   state.held = [];
   var finish = function (messages) {
@@ -113,6 +115,8 @@ export function loadHistory() {
         return;
       }
       finish(null);
-      showBanner("Could not load this conversation: " + error.message, "Retry", loadHistory);
+      showBanner("Could not load this conversation: " + error.message, "Retry", function () {
+        loadHistory(handleFrame);
+      });
     });
 }

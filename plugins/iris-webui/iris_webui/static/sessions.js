@@ -4,9 +4,10 @@ import { api } from "./api.js";
 import { hideBanner, showBanner } from "./banner.js";
 import { clearUploads, hideComposerNotice } from "./composer.js";
 import { el, ui } from "./dom.js";
+import { setRunning, showEmptyState } from "./pane.js";
 import { connect } from "./socket.js";
 import { state } from "./state.js";
-import { resetTurns, setRunning, showEmptyState } from "./turns.js";
+import { resetTurns } from "./turns.js";
 
 export function relativeTime(value) {
   if (!value) return "";

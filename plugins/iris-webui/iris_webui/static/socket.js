@@ -4,12 +4,20 @@ import { api, pageKey } from "./api.js";
 import { hideBanner, showBanner } from "./banner.js";
 import { updateComposer } from "./composer.js";
 import { ui } from "./dom.js";
-import { handleFrame } from "./frames.js";
-import { newSession } from "./sessions.js";
+import { setRunning } from "./pane.js";
 import { state } from "./state.js";
-import { setRunning } from "./turns.js";
 
 export var MAX_BACKOFF_MS = 15000;
+
+// What a frame does (frames.js) and how a new conversation starts (sessions.js) live in modules
+// that connect through this one: app.js hands them over before the first connection.
+var handleFrame = function () {};
+var newSession = function () {};
+
+export function wireSocket(onFrame, onNewConversation) {
+  handleFrame = onFrame;
+  newSession = onNewConversation;
+}
 
 // Refused before `ready` this many times in a row: say why instead of only retrying.
 export var REFUSALS_BEFORE_NOTICE = 3;

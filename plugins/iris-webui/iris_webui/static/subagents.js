@@ -8,8 +8,8 @@
 
 import { sendText, showComposerNotice } from "./composer.js";
 import { el, icon, ui } from "./dom.js";
+import { scrollToEnd, showEmptyState } from "./pane.js";
 import { state } from "./state.js";
-import { scrollToEnd, showEmptyState } from "./turns.js";
 
 export var STATUSES = {
   queued: "Queued", running: "Running", success: "Succeeded", error: "Failed",

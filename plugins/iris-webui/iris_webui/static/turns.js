@@ -1,41 +1,11 @@
-/* The message list: user messages, assistant turns keyed by run id, notices, status line. */
+/* The message list: user messages and assistant turns, keyed by run id. */
 
 import { updateComposer } from "./composer.js";
 import { el, icon, ui } from "./dom.js";
 import { fileChip } from "./files.js";
+import { scrollToEnd, setRunning, setStatus, showEmptyState } from "./pane.js";
 import { state } from "./state.js";
 import { resetSubagents } from "./subagents.js";
-
-export function setStatus(text) {
-  ui.status.dataset.active = text ? "true" : "false";
-  ui.statusText.textContent = text || "";
-}
-
-export function setRunning(running) {
-  state.running = running;
-  ui.stop.disabled = !running || !state.ready;
-  if (!running) setStatus("");
-}
-
-export function scrollToEnd(force) {
-  var box = ui.scroll;
-  var nearEnd = box.scrollHeight - box.scrollTop - box.clientHeight < 160;
-  if (force || nearEnd) box.scrollTop = box.scrollHeight;
-}
-
-export function showEmptyState() {
-  var empty = ui.list.children.length === 0;
-  ui.empty.hidden = !empty;
-  if (state.agent) {
-    ui.emptyTitle.textContent = "Talk to " + state.agent;
-    ui.emptyText.textContent = "Messages here go straight to the " + state.agent +
-      " sub-agent. Its progress shows live while it works.";
-  } else {
-    ui.emptyTitle.textContent = "How can I help?";
-    ui.emptyText.textContent =
-      "Ask a question, attach a file, or pick a sub-agent above to talk to it directly.";
-  }
-}
 
 export function addUserMessage(text, files) {
   var item = el("li", "message message--user");
@@ -159,17 +129,6 @@ export function addNote(turn, text, kind) {
   var note = el("p", "message__note message__note--" + kind, text);
   turn.item.appendChild(note);
   reveal(turn);
-}
-
-export function addNotice(text, isError) {
-  var item = el("li", "notice" + (isError ? " notice--error" : ""));
-  item.setAttribute("role", isError ? "alert" : "note");
-  item.appendChild(icon(isError ? "alert" : "other"));
-  item.appendChild(el("span", null, text));
-  ui.list.appendChild(item);
-  showEmptyState();
-  scrollToEnd(true);
-  return item;
 }
 
 export function resetTurns() {
