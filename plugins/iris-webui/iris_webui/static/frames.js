@@ -88,6 +88,9 @@ export function onRun(frame) {
     if (label) label.remove();
   }
   delete state.doneRuns[run];
+  // The run logged its message: a first message has named the conversation by now, where the
+  // user frame may have come too early for the list to show it.
+  loadSessions();
   // A new run always gets a new turn (a placeholder from the history is for the run before).
   if (!state.turns[run]) state.turns[run] = newTurn(state.agent);
   state.activeRun = run;
