@@ -325,15 +325,15 @@ class Supervisor:
             return False
         if not runs_command(row.pid, row.command, row.cwd):
             return False  # the pid and start time match by chance (after a reboot, say)
-        log.warning(
-            "agent %s: pid %d was left running by an Iris that did not stop it; watching it",
-            row.name,
-            row.pid,
-        )
         rotate_log(row.log_path)  # nobody bounded it while no Iris ran
         note(row.log_path, f"adopted pid {row.pid}, left running by a previous Iris")
         self._children[row.name] = SupervisedChild(
             row.pid, None, row.revision, row.pid_start_time, time.monotonic(), True
+        )
+        log.warning(
+            "agent %s: pid %d was left running by an Iris that did not stop it; watching it",
+            row.name,
+            row.pid,
         )
         return True
 

@@ -73,7 +73,8 @@ def test_agents_stop_and_start_with_iris_and_orphans_are_adopted(
     # The next Iris adopts the orphan: the same process serves on (whatever it was doing, a
     # delegated run say, goes on), now watched by the new supervisor...
     iris = start_iris(iris.data_dir, **IRIS_ENV)
-    wait_for(lambda: "did not stop it; watching it" in iris.log_tail(200), "the adoption")
+    wait_for(lambda: f"adopted pid {second}" in agent_log.read_text(), "the adoption")
+    wait_for(lambda: "did not stop it; watching it" in iris.log_tail(200), "the log line")
     assert alive(second) and healthy(launch) and running_pid(iris.data_dir) == second
     # ...its log bounded in place (copied and truncated), never moved away from under it.
     assert agent_log.stat().st_ino == written_to and agent_log.stat().st_size < 1024 * 1024
