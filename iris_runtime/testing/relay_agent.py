@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 REACH = ""  # the reach socket's path and the record file, set by main()
 RECORD = ""
@@ -43,8 +43,12 @@ class RelayAgent:
     record: Path
     process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 15.0) -> RelayAgent:
-        argv = [sys.executable, "-m", __name__, str(self.port), str(self.socket_path)]
+    def program(self) -> list[str]:
+        """What runs the agent (a subclass that teaches it more words runs its own script)."""
+        return [sys.executable, "-m", __name__]
+
+    def start(self, timeout: float = 60.0) -> Self:
+        argv = [*self.program(), str(self.port), str(self.socket_path)]
         self.process = subprocess.Popen([*argv, str(self.record)])
         deadline = time.monotonic() + timeout
         while not listening(self.port):

@@ -9,14 +9,13 @@ Run as a script (``python dripping_relay.py PORT SOCKET RECORD``), through :clas
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from iris_runtime.testing import relay_agent
-from iris_runtime.testing.relay_agent import RelayAgent, listening
+from iris_runtime.testing.relay_agent import RelayAgent
 
 SCRIPT = Path(__file__).resolve()
 _plain_answer = relay_agent._answer
@@ -37,15 +36,8 @@ def _answer(reach: relay_agent.Reach, msg: dict[str, Any], word: str, rest: str)
 class DrippingRelay(RelayAgent):
     """The relay fake as a real process, with ``drip``, which a test can SIGKILL and start again."""
 
-    def start(self, timeout: float = 60.0) -> DrippingRelay:
-        argv = [sys.executable, str(SCRIPT), str(self.port), str(self.socket_path)]
-        self.process = subprocess.Popen([*argv, str(self.record)])
-        deadline = time.monotonic() + timeout
-        while not listening(self.port):
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise RuntimeError(f"the relay agent did not start on port {self.port}")
-            time.sleep(0.02)
-        return self
+    def program(self) -> list[str]:
+        return [sys.executable, str(SCRIPT)]
 
     def kill(self) -> None:
         """SIGKILL, as a crash: no goodbye to anyone."""
