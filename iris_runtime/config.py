@@ -167,7 +167,7 @@ class Settings:
             data_dir=data_dir.resolve(),
             api_host=env.get("IRIS_API_HOST", "").strip() or "127.0.0.1",
             api_port=_env_port(env, "IRIS_API_PORT") or default_api_port,
-            api_token=_secret_from(env, "IRIS_API_TOKEN"),
+            api_token=credential(env, "IRIS_API_TOKEN"),
             webui_port=_env_port(env, "IRIS_WEBUI_PORT"),
             bridge_port=bridge_port,
             agent_name=agent_name,
@@ -318,16 +318,19 @@ class Settings:
         return out
 
 
-def _secret_from(env: Mapping[str, str], name: str) -> str:
-    """A credential from ``NAME`` or from the file named by ``NAME_FILE`` (preferred: a file
-    keeps it out of the process environment of everything Iris starts)."""
+def credential(env: Mapping[str, str], name: str, *, strip: bool = True) -> str:
+    """A credential from the file named by ``NAME_FILE`` (preferred: a file keeps it out of
+    the process environment of everything Iris starts) or from ``NAME``; '' when neither is
+    set. A file's value is stripped (editors add a newline); ``NAME``'s unless ``strip`` is
+    False (a password may begin or end with a space)."""
     file_name = env.get(f"{name}_FILE", "").strip()
     if file_name:
         try:
             return Path(file_name).expanduser().read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise ConfigError(f"{name}_FILE: cannot read {file_name}: {exc.strerror}") from None
-    return env.get(name, "").strip()
+    value = env.get(name, "")
+    return value.strip() if strip else value
 
 
 def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
@@ -345,9 +348,9 @@ def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "vault_mount": env.get("IRIS_VAULT_MOUNT", "").strip().strip("/") or "secret",
         "vault_prefix": env.get("IRIS_VAULT_PREFIX", "").strip().strip("/") or "iris",
         "vault_proxy_path": env.get("IRIS_VAULT_PROXY_PATH", "").strip().strip("/"),
-        "vault_token": _secret_from(env, "IRIS_VAULT_TOKEN"),
+        "vault_token": credential(env, "IRIS_VAULT_TOKEN"),
         "vault_role_id": env.get("IRIS_VAULT_ROLE_ID", "").strip(),
-        "vault_secret_id": _secret_from(env, "IRIS_VAULT_SECRET_ID"),
+        "vault_secret_id": credential(env, "IRIS_VAULT_SECRET_ID"),
         "vault_cacert": env.get("IRIS_VAULT_CACERT", "").strip() or None,
         "vault_timeout_seconds": env_float(env, "IRIS_VAULT_TIMEOUT_SECONDS", 5.0),
     }

@@ -1,14 +1,21 @@
-"""A reply context with no chat to post in: everything the run says folds into one text.
+"""Transports with no chat to post in: the bridge, editor (ACP) sessions, sub-agents' sessions.
 
-The headless bridge and background sub-agents' sessions both need one; a transport subclasses
-it and changes what it must (where status lines and files go)."""
+:class:`HeadlessContext` is their reply context: everything the run says folds into one text; a
+transport subclasses it and changes what it must (where status lines and files go).
+:class:`HeadlessTransport` is what they share as transports: nothing to start, no directory.
+:class:`RunSinks` hands a run, when its context is made, what its submitter wants its live
+output to reach (a status callback, an editor's stream)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from iris_runtime.engine.transport import ChannelInfo, ToolEvent, TransportEvent, UserInfo
+
+Sink = TypeVar("Sink")
+Result = TypeVar("Result")
 
 
 class HeadlessContext:
@@ -52,3 +59,43 @@ class HeadlessContext:
 
     def set_status(self, text: str) -> None:
         return None
+
+
+class HeadlessTransport:
+    """The parts of the transport contract a headless transport answers the same way."""
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    def channels(self) -> list[ChannelInfo]:
+        return []
+
+    def users(self) -> list[UserInfo]:
+        return []
+
+
+class RunSinks(Generic[Sink]):
+    """Per-submission values, keyed by the submitted event, taken once by ``create_context``.
+
+    The engine makes a run's context on its worker, after ``submit`` returned; the value waits
+    here until then, and is dropped again if the submission is refused."""
+
+    def __init__(self) -> None:
+        self._sinks: dict[int, Sink] = {}  # by id() of the event being submitted
+        self._lock = threading.Lock()
+
+    def submit(self, event: TransportEvent, sink: Sink, submit: Callable[[], Result]) -> Result:
+        with self._lock:
+            self._sinks[id(event)] = sink
+        try:
+            return submit()
+        except Exception:
+            self.take(event)
+            raise
+
+    def take(self, event: TransportEvent) -> Sink | None:
+        with self._lock:
+            return self._sinks.pop(id(event), None)
