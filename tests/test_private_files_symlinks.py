@@ -18,6 +18,7 @@ from iris_runtime.private_files import (
     private_dir,
     write_private_file,
 )
+from iris_runtime.events.state import FiringStore
 from iris_runtime.provision.supervised import SupervisedStore
 from iris_runtime.secrets.audit import AUDIT_FILE, audit_log_for
 
@@ -153,6 +154,19 @@ def test_a_symlinked_state_db_is_refused_before_sqlite_opens_it(
     plant_link(data / name, victim)
     with SupervisedStore(data) as store, pytest.raises(UnsafeFile, match="symbolic link"):
         store.all()
+    assert fingerprint(victim) == before
+
+
+@pytest.mark.parametrize("name", ["state.db", "state.db-wal", "state.db-shm"])
+def test_the_event_firings_store_refuses_a_symlinked_state_db(
+    data: Path, victim: Path, name: str
+) -> None:
+    before = fingerprint(victim)
+    plant_link(data / name, victim)
+    store = FiringStore(data / "state.db", now=lambda: 0.0)
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        store.open()
+    store.close()
     assert fingerprint(victim) == before
 
 
