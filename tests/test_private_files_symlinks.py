@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from iris_runtime.events.state import FiringStore
 from iris_runtime.private_files import (
     UnsafeFile,
     file_lock,
@@ -18,7 +19,6 @@ from iris_runtime.private_files import (
     private_dir,
     write_private_file,
 )
-from iris_runtime.events.state import FiringStore
 from iris_runtime.provision.supervised import SupervisedStore
 from iris_runtime.secrets.audit import AUDIT_FILE, audit_log_for
 
