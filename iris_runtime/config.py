@@ -329,6 +329,10 @@ def credential(env: Mapping[str, str], name: str, *, strip: bool = True) -> str:
             return Path(file_name).expanduser().read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise ConfigError(f"{name}_FILE: cannot read {file_name}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{name}_FILE: {file_name} is not UTF-8 text (byte {exc.start})"
+            ) from None
     value = env.get(name, "")
     return value.strip() if strip else value
 

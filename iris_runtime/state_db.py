@@ -51,6 +51,7 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite may have rolled back already (a full disk, I/O error)
+            conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")

@@ -175,3 +175,14 @@ def test_state_db_is_still_made_private_and_given_to_the_service_user(data: Path
         assert store.all() == []
     st = os.lstat(data / "state.db")
     assert stat.S_IMODE(st.st_mode) == 0o600 and (st.st_uid, st.st_gid) == SERVICE
+
+
+def test_the_firings_store_makes_state_db_private_and_the_service_users_too(data: Path) -> None:
+    store = FiringStore(data / "state.db", now=lambda: 0.0)
+    store.open()
+    try:
+        assert store.count() == 0
+    finally:
+        store.close()
+    st = os.lstat(data / "state.db")
+    assert stat.S_IMODE(st.st_mode) == 0o600 and (st.st_uid, st.st_gid) == SERVICE

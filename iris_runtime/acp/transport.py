@@ -13,7 +13,7 @@ from typing import Protocol
 
 from iris_runtime.engine.agent import SILENT_MARKER
 from iris_runtime.engine.core import Engine
-from iris_runtime.engine.headless import HeadlessContext, HeadlessTransport, RunSinks
+from iris_runtime.engine.headless import HeadlessContext, HeadlessTransport, PendingSinks
 from iris_runtime.engine.runs import RunTicket
 from iris_runtime.engine.transport import (
     ChannelInfo,
@@ -120,7 +120,7 @@ class AcpTransport(HeadlessTransport):
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._streams: RunSinks[PromptStream] = RunSinks()
+        self._streams: PendingSinks[PromptStream] = PendingSinks()
 
     def owns_channel(self, channel_id: str) -> bool:
         return channel_id.startswith(CHANNEL_PREFIX)

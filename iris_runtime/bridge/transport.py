@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 
 from iris_runtime.engine.core import Engine
-from iris_runtime.engine.headless import HeadlessContext, HeadlessTransport, RunSinks
+from iris_runtime.engine.headless import HeadlessContext, HeadlessTransport, PendingSinks
 from iris_runtime.engine.runs import RunTicket
 from iris_runtime.engine.transport import (
     ChannelInfo,
@@ -76,7 +76,8 @@ class BridgeTransport(HeadlessTransport):
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._message_ids = itertools.count(1)
-        self._status_sinks: RunSinks[Callable[[str], None]] = RunSinks()  # of pending requests
+        # Where each pending request's progress lines go.
+        self._status_sinks: PendingSinks[Callable[[str], None]] = PendingSinks()
 
     def owns_channel(self, channel_id: str) -> bool:
         return True  # the catch-all: whatever no other transport claims

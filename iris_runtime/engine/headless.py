@@ -3,7 +3,7 @@
 :class:`HeadlessContext` is their reply context: everything the run says folds into one text; a
 transport subclasses it and changes what it must (where status lines and files go).
 :class:`HeadlessTransport` is what they share as transports: nothing to start, no directory.
-:class:`RunSinks` hands a run, when its context is made, what its submitter wants its live
+:class:`PendingSinks` hands a run, when its context is made, what its submitter wants its live
 output to reach (a status callback, an editor's stream)."""
 
 from __future__ import annotations
@@ -77,25 +77,28 @@ class HeadlessTransport:
         return []
 
 
-class RunSinks(Generic[Sink]):
-    """Per-submission values, keyed by the submitted event, taken once by ``create_context``.
+class PendingSinks(Generic[Sink]):
+    """What a submitter wants a run's live output to reach (a status callback, an editor's
+    stream), kept from ``submit`` until the engine makes the run's context.
 
-    The engine makes a run's context on its worker, after ``submit`` returned; the value waits
-    here until then, and is dropped again if the submission is refused."""
+    The value is stored before the engine is asked, because its worker may make the context
+    before ``submit`` returns; it is dropped again if the submission is refused. The event is
+    held with it, so a value is only ever handed to the very event it was given for."""
 
     def __init__(self) -> None:
-        self._sinks: dict[int, Sink] = {}  # by id() of the event being submitted
+        self._pending: dict[int, tuple[TransportEvent, Sink]] = {}
         self._lock = threading.Lock()
 
-    def submit(self, event: TransportEvent, sink: Sink, submit: Callable[[], Result]) -> Result:
+    def submit(self, event: TransportEvent, sink: Sink, do_submit: Callable[[], Result]) -> Result:
         with self._lock:
-            self._sinks[id(event)] = sink
+            self._pending[id(event)] = (event, sink)
         try:
-            return submit()
+            return do_submit()
         except Exception:
             self.take(event)
             raise
 
     def take(self, event: TransportEvent) -> Sink | None:
         with self._lock:
-            return self._sinks.pop(id(event), None)
+            entry = self._pending.pop(id(event), None)
+        return entry[1] if entry is not None and entry[0] is event else None

@@ -53,11 +53,13 @@ class RouteRequest:
     def slash_command(self, *names: str) -> tuple[str, str] | None:
         """``(name, rest)`` when the message is ``/name rest`` for one of ``names`` (any case;
         also as Telegram writes a command addressed to one bot, ``/name@iris_bot``); else None.
-        ``name`` comes back lower-cased, ``rest`` stripped."""
+        ``name`` comes back as given in ``names``, ``rest`` stripped."""
         match = _slash_command(names).fullmatch(self.event.text.strip())
         if match is None:
             return None
-        return match.group(1).lower(), (match.group(2) or "").strip()
+        typed = match.group(1)  # as written: "/AGENTS", or a Unicode case variant IGNORECASE allows
+        name = next(n for n in names if re.fullmatch(re.escape(n), typed, re.IGNORECASE))
+        return name, (match.group(2) or "").strip()
 
 
 @functools.cache

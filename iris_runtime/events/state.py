@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Literal
 
 from iris_runtime import data_layout
+from iris_runtime.private_files import UnsafeFile, check_private_path
 from iris_runtime.state_db import immediate, open_state_db
 
 DB_NAME = data_layout.STATE_DB
@@ -243,6 +244,10 @@ def database_problem(path: Path) -> str | None:
     checked read-only, for ``iris doctor``."""
     if not path.exists():
         return None
+    try:
+        check_private_path(path, sqlite=True)  # what the store would refuse to open
+    except UnsafeFile as exc:
+        return exc.message
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
         try:

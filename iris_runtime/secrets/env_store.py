@@ -10,14 +10,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from iris_runtime.config import Settings
 from iris_runtime.secrets.backend import ReadOnlyStore
 
 
-def env_file_lines(text: str) -> Iterator[tuple[int, str, bool, str]]:
-    """``(line number, key, has "=", value)`` for each line that is not blank or a ``#``
-    comment, an ``export`` prefix taken off; key and value as written around the first "="."""
+class EnvFileLine(NamedTuple):
+    number: int  # from 1
+    key: str  # as written before the first "=" (the whole line when it has none)
+    has_value: bool  # the line has a "="
+    value: str  # as written after it
+
+
+def env_file_lines(text: str) -> Iterator[EnvFileLine]:
+    """Each line that is not blank or a ``#`` comment, an ``export`` prefix taken off."""
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -25,7 +32,7 @@ def env_file_lines(text: str) -> Iterator[tuple[int, str, bool, str]]:
         if line.startswith("export "):
             line = line[len("export ") :].lstrip()
         key, sep, value = line.partition("=")
-        yield number, key, bool(sep), value
+        yield EnvFileLine(number, key, bool(sep), value)
 
 
 def parse_env_file(text: str) -> dict[str, str]:

@@ -87,6 +87,7 @@ class WebConfig:
     def from_settings(cls, settings: Settings) -> WebConfig | None:
         if not settings.webui_port:
             return None
+        # None when neither variable is set: then only login links sign in.
         password = credential(settings.env, PASSWORD_VARIABLE, strip=False) or None
         return cls(
             port=settings.webui_port,
