@@ -30,7 +30,6 @@ import os
 import random
 import secrets
 import shutil
-import socket
 import sys
 import time
 from pathlib import Path
@@ -41,6 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _cli import bench_parser, run_main
 from _figures import emit
 from _servers import temp_workdir
+
+from iris_runtime.testing.ports import bindable
 
 BENCH = "ansible_converge"
 TOOLS = ("debootstrap", "systemd-nspawn", "nsenter", "unshare")
@@ -68,19 +69,9 @@ def free_block() -> int:
         base = random.randrange(20000, 30000, 200)
         wanted = [base, base + 1, base + 2, *range(base + 10, base + 20)]
         wanted += [port + 100 for port in range(base + 10, base + 20)]
-        if all(_can_bind(port) for port in wanted):
+        if all(bindable(port) for port in wanted):
             return base
     raise RuntimeError("no free block of ports on loopback")
-
-
-def _can_bind(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def main() -> int:
