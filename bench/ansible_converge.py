@@ -41,7 +41,7 @@ from _cli import bench_parser, run_main
 from _figures import emit
 from _servers import temp_workdir
 
-from iris_runtime.testing.ports import bindable
+from iris_runtime.agents.ports import can_bind
 
 BENCH = "ansible_converge"
 TOOLS = ("debootstrap", "systemd-nspawn", "nsenter", "unshare")
@@ -69,7 +69,7 @@ def free_block() -> int:
         base = random.randrange(20000, 30000, 200)
         wanted = [base, base + 1, base + 2, *range(base + 10, base + 20)]
         wanted += [port + 100 for port in range(base + 10, base + 20)]
-        if all(bindable(port) for port in wanted):
+        if all(can_bind(port) for port in wanted):
             return base
     raise RuntimeError("no free block of ports on loopback")
 

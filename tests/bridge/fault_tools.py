@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from iris_runtime.testing.ports import bindable
+from iris_runtime.agents.ports import can_bind
 from iris_runtime.testing.server import IrisServer
 
 
@@ -239,7 +239,7 @@ def kill_hard(server: IrisServer) -> None:
     if "BRIDGE_PORT" in server.env:
         ports.append(int(server.env["BRIDGE_PORT"]))
     for port in ports:  # no orphan still holds them
-        wait_for(functools.partial(bindable, port), 10, f"port {port} to be free")
+        wait_for(functools.partial(can_bind, port), 10, f"port {port} to be free")
 
 
 def _gone(pid: int) -> bool:
