@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from iris_runtime import data_layout
@@ -34,30 +34,46 @@ TOKEN_FILE_NAME = data_layout.API_TOKEN
 SECRET_FIELDS = frozenset({"api_token", "vault_token", "vault_secret_id"})
 SECRETS_MODES = ("store", "proxy", "env")
 
+Number = TypeVar("Number", int, float)
 
-def _env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+
+def env_number(
+    env: Mapping[str, str],
+    name: str,
+    default: Number,
+    *,
+    minimum: float,
+    maximum: float | None = None,
+    kind: type[Number],
+) -> Number:
+    """``name``'s value as ``kind`` (int or float) within ``[minimum, maximum]``; ``default``
+    when unset or blank. Anything else (text, NaN, infinity) is a ConfigError naming ``name``."""
     raw = env.get(name, "").strip()
     if not raw:
         return default
     try:
-        value = int(raw)
+        value = kind(raw)
     except ValueError:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+        what = "an integer" if kind is int else "a number"
+        raise ConfigError(f"{name} must be {what}, got {raw[:40]!r}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {raw[:40]!r}")
     if value < minimum:
-        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+        raise ConfigError(f"{name} must be at least {minimum:g}, got {value:g}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name} must be at most {maximum:g}, got {value:g}")
     return value
 
 
+def _env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+    return env_number(env, name, default, minimum=minimum, kind=int)
+
+
 def env_float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{name} must be a positive number, got {raw!r}")
+    """A positive number of seconds, hours, ...: zero is refused as well."""
+    value = env_number(env, name, default, minimum=0.0, kind=float)
+    if value <= 0:
+        raise ConfigError(f"{name} must be a positive number, got {value:g}")
     return value
 
 

@@ -12,7 +12,7 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from iris_runtime.config import credential
+from iris_runtime.config import credential, env_number
 from iris_runtime.errors import ConfigError
 
 TOKEN_VARIABLE = "TELEGRAM_BOT_TOKEN"  # noqa: S105 (a variable name)
@@ -45,18 +45,7 @@ def _number(
     *,
     maximum: float | None = None,
 ) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw[:40]!r}") from None
-    if value < minimum:
-        raise ConfigError(f"{name} must be at least {minimum:g}, got {value:g}")
-    if maximum is not None and value > maximum:
-        raise ConfigError(f"{name} must be at most {maximum:g}, got {value:g}")
-    return value
+    return env_number(env, name, default, minimum=minimum, maximum=maximum, kind=float)
 
 
 @dataclass(frozen=True)

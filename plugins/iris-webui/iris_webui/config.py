@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iris_runtime.config import Settings, credential
-from iris_runtime.errors import ConfigError
+from iris_runtime.config import Settings, credential, env_number
 from iris_runtime.tools.environment import is_withheld
 
 PASSWORD_VARIABLE = "IRIS_WEBUI_PASSWORD"  # noqa: S105 (a variable name)
@@ -27,16 +26,7 @@ MIN_SECRET_CHARS = 6  # shorter values would blank out ordinary words in tool ca
 
 
 def _upload_limit(env: Mapping[str, str]) -> int:
-    raw = env.get(UPLOAD_VARIABLE, "").strip()
-    if not raw:
-        return DEFAULT_MAX_UPLOAD
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{UPLOAD_VARIABLE} must be a number of bytes, got {raw!r}") from None
-    if value < 1:
-        raise ConfigError(f"{UPLOAD_VARIABLE} must be at least 1, got {value}")
-    return value
+    return env_number(env, UPLOAD_VARIABLE, DEFAULT_MAX_UPLOAD, minimum=1, kind=int)
 
 
 def _with_port(host: str, port: int) -> str:
