@@ -34,8 +34,7 @@ import pytest
 import iris_runtime
 from iris_runtime.provision.process_service import ProcessService
 from iris_runtime.testing.server import IrisServer, clean_environment, run_iris
-from iris_runtime.testing.subagent import SubAgent
-from tests.bridge.conftest import register
+from iris_runtime.testing.subagent import SubAgent, register
 from tests.bridge.fault_tools import Background, children_of, kill_hard, wait_for
 from tests.faults.bridge_trials import (
     SETTLE_TIMEOUT,
