@@ -213,14 +213,3 @@ def start_web_iris(tmp_path: Path) -> Iterator[Callable[..., WebIris]]:
         for sock in web.sockets:
             sock.close()
         web.server.stop()
-
-
-def register_agent(iris: IrisServer, name: str, url: str, token: str | None = None) -> None:
-    """``iris agents register`` against Iris's data dir, through the real CLI, with the agent's
-    own bridge ``token`` (else Iris presents her API token to it)."""
-    env = clean_environment(IRIS_DATA_DIR=str(iris.data_dir))
-    if token is None:
-        done = run_iris("agents", "register", name, url, env=env)
-    else:  # on stdin: a token never goes in argv
-        done = run_iris("agents", "register", name, url, "--token-stdin", env=env, stdin=token)
-    assert done.returncode == 0, done.stderr
