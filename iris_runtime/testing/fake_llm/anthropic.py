@@ -51,6 +51,7 @@ from iris_runtime.testing.fake_llm.script import (
     Usage,
 )
 from iris_runtime.testing.fake_llm.server import (
+    FAKE_API_KEY,
     Exchange,
     FakeLLMServer,
     compact_json,
@@ -98,6 +99,18 @@ class FakeAnthropic(FakeLLMServer):
     """A fake Anthropic Messages API on 127.0.0.1. ``base_url`` is ``http://127.0.0.1:<port>``."""
 
     base_path = ""
+
+    def iris_env(self) -> dict[str, str]:
+        """Environment for an Iris whose model is served by this fake."""
+        return {
+            "IRIS_PROVIDER": "anthropic",
+            "ANTHROPIC_API_KEY": FAKE_API_KEY,
+            "ANTHROPIC_BASE_URL": self.base_url,
+        }
+
+    def system_text(self, request: int = 0) -> str:
+        """The system prompt of the ``request``-th request, its blocks joined."""
+        return "".join(block["text"] for block in self.requests[request]["body"]["system"])
 
     # --- errors
 
