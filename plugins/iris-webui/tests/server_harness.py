@@ -213,3 +213,15 @@ def start_web_iris(tmp_path: Path) -> Iterator[Callable[..., WebIris]]:
         for sock in web.sockets:
             sock.close()
         web.server.stop()
+
+
+def served_handmade_log(
+    start_web_iris: Callable[..., WebIris], data_dir: Path, log_text: str
+) -> tuple[WebIris, requests.Session]:
+    """A served Web UI whose data folder already holds conversation ``handmade`` with
+    ``log_text`` as its log (as a crash or a hand edit may leave it), and a signed-in client."""
+    folder = data_dir / "WEBUI-handmade"
+    folder.mkdir(parents=True)
+    (folder / "log.jsonl").write_text(log_text, encoding="utf-8")
+    web = start_web_iris(data_dir=data_dir)
+    return web, web.login()
