@@ -69,9 +69,7 @@ def _serve_iris(
     return start_iris(
         folder / "iris",
         **_own_folders(folder / "iris-files"),
-        IRIS_PROVIDER="anthropic",
-        ANTHROPIC_API_KEY=llm.api_key,
-        ANTHROPIC_BASE_URL=llm.base_url,
+        **llm.iris_env(),
         TELEGRAM_BOT_TOKEN=telegram.token,
         IRIS_TELEGRAM_API_URL=telegram.api_url,
         IRIS_TELEGRAM_POLL_TIMEOUT_S="2",

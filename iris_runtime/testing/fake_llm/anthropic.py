@@ -51,7 +51,6 @@ from iris_runtime.testing.fake_llm.script import (
     Usage,
 )
 from iris_runtime.testing.fake_llm.server import (
-    FAKE_API_KEY,
     Exchange,
     FakeLLMServer,
     compact_json,
@@ -104,7 +103,7 @@ class FakeAnthropic(FakeLLMServer):
         """Environment for an Iris whose model is served by this fake."""
         return {
             "IRIS_PROVIDER": "anthropic",
-            "ANTHROPIC_API_KEY": FAKE_API_KEY,
+            "ANTHROPIC_API_KEY": self.api_key,
             "ANTHROPIC_BASE_URL": self.base_url,
         }
 
