@@ -133,6 +133,14 @@ class WebIris:
         assert reply.status_code == 201, reply.text
         return str(reply.json()["id"])
 
+    def open_conversation(self) -> tuple[requests.Session, str, Socket]:
+        """Signed in, a new conversation, and a socket on it past its ``ready`` frame."""
+        http = self.login()
+        session = self.new_session(http)
+        sock = self.connect(http, session)
+        sock.recv()
+        return http, session, sock
+
     def connect(
         self,
         http: requests.Session,

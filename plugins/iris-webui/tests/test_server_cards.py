@@ -57,10 +57,7 @@ def test_secrets_are_redacted_from_cards_on_the_socket_and_in_the_log(
     data_dir = tmp_path / "iris-data"
     web = start_web_iris(rules, data_dir=data_dir, IRIS_WEBUI_PASSWORD=password)
     token = web.server.token
-    http = web.login()
-    session = web.new_session(http)
-    sock = web.connect(http, session)
-    sock.recv()
+    http, session, sock = web.open_conversation()
     sock.send({"type": "message", "text": "leak it"})
     frames = sock.final()
     end = next(f for f in frames if f["type"] == "tool" and f["phase"] == "end")
