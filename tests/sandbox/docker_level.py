@@ -3,12 +3,12 @@ image and a container started as an operator would, are in this folder's conftes
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from iris_runtime.testing.server import IrisServer
 from tests.provisioning.dockerd import Dockerd
+from tests.sandbox.support import scripted
 
 
 def one_command(
@@ -23,17 +23,3 @@ def one_command(
     turns = [[{"tool": "bash", "args": args}], [{"text": "ok"}]]
     level = {"IRIS_SANDBOX": f"docker:{container}", "DOCKER_HOST": dockerd.host}
     return scripted(start_iris, tmp_path, turns, **level, **env)
-
-
-def scripted(
-    start_iris: Callable[..., IrisServer], tmp_path: Path, turns: list[object], **env: str
-) -> IrisServer:
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps({"rules": [{"when": "", "turns": turns}]}))
-    return start_iris(
-        tmp_path / "data",
-        IRIS_LOAD_PLUGINS="scripted",
-        IRIS_PROVIDER="scripted",
-        IRIS_SCRIPT_FILE=str(script),
-        **env,
-    )

@@ -12,7 +12,8 @@ import pytest
 from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
 from tests.provisioning.dockerd import Dockerd
 from tests.sandbox.docker_image import start_container
-from tests.sandbox.docker_level import one_command, scripted
+from tests.sandbox.docker_level import one_command
+from tests.sandbox.support import scripted
 from tests.web.conftest import SSEReader
 
 pytestmark = pytest.mark.timeout(300)
