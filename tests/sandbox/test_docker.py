@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
+from iris_runtime.testing.server import IrisServer
 from iris_runtime.tools.sandbox.base import SandboxSpec
 from iris_runtime.tools.sandbox.docker import DockerSandbox
 from tests.provisioning.dockerd import Dockerd
 from tests.sandbox.docker_image import start_container
-from tests.sandbox.docker_level import one_command
+from tests.sandbox.docker_level import one_command, serve_refused
 from tests.sandbox.support import assert_boundary, served_turn
 from tests.web.conftest import SSEReader
 
@@ -66,14 +66,8 @@ def test_a_stopped_container_stops_serve(
     dockerd: Dockerd,
 ) -> None:
     dockerd.docker("stop", "-t", "0", container)
-    env = clean_environment(
-        IRIS_DATA_DIR=str(tmp_path / "data"),
-        IRIS_API_PORT=str(free_port()),
-        DOCKER_HOST=dockerd.host,
-    )
-    result = run_iris("serve", "--sandbox", f"docker:{container}", env=env, timeout=60)
-    assert result.returncode != 0
-    assert f"container {container!r} is not running" in result.stderr
+    stderr = serve_refused(tmp_path, dockerd, container)
+    assert f"container {container!r} is not running" in stderr
 
 
 def test_timeout_kills_what_the_command_started_in_the_container(
