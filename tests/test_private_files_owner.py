@@ -11,23 +11,19 @@ import pytest
 
 from iris_runtime.private_files import file_lock, open_private, private_dir, write_private_file
 from iris_runtime.testing.server import clean_environment, run_iris
+from tests.service_owned import SERVICE, service_owned_data
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="giving files away needs root")
 
-SERVICE = (65534, 65534)  # nobody:nogroup stands in for the service user
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return service_owned_data(tmp_path)
 
 
 def owner(path: Path) -> tuple[int, int]:
     st = os.lstat(path)
     return st.st_uid, st.st_gid
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    path = tmp_path / "data"
-    path.mkdir(mode=0o700)
-    os.chown(path, *SERVICE)
-    return path
 
 
 def test_new_files_and_folders_take_their_folders_owner(data: Path) -> None:

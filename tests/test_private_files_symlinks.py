@@ -21,23 +21,19 @@ from iris_runtime.private_files import (
 )
 from iris_runtime.provision.supervised import SupervisedStore
 from iris_runtime.secrets.audit import AUDIT_FILE, audit_log_for
+from tests.service_owned import SERVICE, service_owned_data
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the attack is on a root-run command")
 
-SERVICE = (65534, 65534)  # nobody:nogroup stands in for the service user
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return service_owned_data(tmp_path)
 
 
 def fingerprint(path: Path) -> tuple[bytes, int, int, int]:
     st = os.lstat(path)
     return path.read_bytes(), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    path = tmp_path / "data"
-    path.mkdir(mode=0o700)
-    os.chown(path, *SERVICE)
-    return path
 
 
 @pytest.fixture

@@ -25,6 +25,8 @@ What it does with a prompt is chosen by the text's first word:
 - ``mcp TOOL JSON``: connects to the session's first MCP server with the official ``mcp`` client
   and calls TOOL with JSON arguments (``mcp tools`` lists the tools); says ``ok: …`` or
   ``error: …``.
+
+:func:`install` puts it in an Iris's ``agents.d`` as a custom agent.
 """
 
 from __future__ import annotations
@@ -278,6 +280,26 @@ async def _use_mcp(servers: list[Any], rest: str) -> str:
         result: Any = await session.call_tool(tool, json.loads(raw or "{}"))
     text = " ".join(getattr(c, "text", "") for c in getattr(result, "content", []))
     return f"{'error' if getattr(result, 'is_error', False) else 'ok'}: {text}"
+
+
+# Named in full: run with ``python -m``, this module's ``__name__`` is ``__main__``.
+MODULE = "iris_runtime.testing.acp_agent"
+
+
+def manifest(record: Path, kind: str = "coder", *flags: str, **extra: Any) -> dict[str, Any]:
+    """The custom-agent manifest that runs this agent as ``kind`` with ``flags``, recording to
+    ``record``; ``extra`` adds manifest keys (``models``, ``modelEnv``, ...)."""
+    args = ["-m", MODULE, str(record), *flags]
+    return {"kind": kind, "label": kind.title(), "bin": sys.executable, "args": args, **extra}
+
+
+def install(agents_d: Path, record: Path, kind: str = "coder", *flags: str, **extra: Any) -> Path:
+    """Write :func:`manifest` as ``agents_d/<kind>.json`` (an Iris's ``agents.d``, made if
+    missing) so the Iris hosts this agent; returns the manifest's path."""
+    agents_d.mkdir(parents=True, exist_ok=True)
+    path = agents_d / f"{kind}.json"
+    path.write_text(json.dumps(manifest(record, kind, *flags, **extra)))
+    return path
 
 
 def main() -> None:

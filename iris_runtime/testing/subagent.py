@@ -10,7 +10,7 @@ from typing import Any
 
 import requests
 
-from iris_runtime.testing.server import IrisServer, free_port
+from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
 
 NDJSON = "application/x-ndjson"
 
@@ -53,6 +53,23 @@ class SubAgent:
         assert response.headers["Content-Type"].startswith(NDJSON)
         assert response.headers["X-Accel-Buffering"] == "no"
         return [json.loads(line) for line in response.iter_lines() if line]
+
+
+def register(
+    iris: IrisServer,
+    agent: str,
+    url: str,
+    *extra: str,
+    stdin: str | None = None,
+    token: str | None = None,
+) -> None:
+    """``iris agents register`` against Iris's data dir, through the real CLI; ``token`` is the
+    agent's own (sent on stdin, never in argv), else Iris uses her API token with it."""
+    if token is not None:
+        extra, stdin = (*extra, "--token-stdin"), token + "\n"
+    env = clean_environment(IRIS_DATA_DIR=str(iris.data_dir))
+    done = run_iris("agents", "register", agent, url, *extra, env=env, stdin=stdin, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 class SubAgents:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from acp import RequestError, text_block
 
+from iris_runtime.testing import acp_agent
 from iris_runtime.testing.server import clean_environment
 from tests.acp.conftest import iris_acp, run
 
@@ -136,64 +137,54 @@ def test_the_model_option_lists_the_models_table(tmp_path: Path, env: dict[str, 
     run(go)
 
 
-def test_stdout_carries_only_protocol_lines_and_bad_lines_get_a_parse_error(
-    tmp_path: Path, env: dict[str, str]
-) -> None:
-    environment = clean_environment(IRIS_DATA_DIR=str(tmp_path / "data"), **env)
-    lines = [
-        "this is not json",
-        json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {"protocolVersion": 1, "clientCapabilities": {}},
-            }
-        ),
-        json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "session/prompt",
-                "params": {"sessionId": "f" * 32, "prompt": []},
-            }
-        ),
-    ]
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": 1, "clientCapabilities": {}},
+}
+PARSE_ERROR = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+
+
+def acp_fed(tmp_path: Path, env: dict[str, str], lines: list[str]) -> tuple[list[Any], str]:
+    """``iris acp`` given ``lines`` on stdin, then its end: the JSON lines it wrote on stdout,
+    and its stderr."""
     done = subprocess.run(
         [sys.executable, "-m", "iris_runtime", "acp"],
-        input="\n".join(lines) + "\n",
-        env=environment,
+        input="".join(line + "\n" for line in lines),
+        env=clean_environment(IRIS_DATA_DIR=str(tmp_path / "data"), **env),
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    out = [json.loads(line) for line in done.stdout.splitlines()]
-    assert out[0] == {
+    return [json.loads(line) for line in done.stdout.splitlines()], done.stderr
+
+
+def test_stdout_carries_only_protocol_lines_and_bad_lines_get_a_parse_error(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    prompt = {
         "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": -32700, "message": "Parse error"},
+        "id": 2,
+        "method": "session/prompt",
+        "params": {"sessionId": "f" * 32, "prompt": []},
     }
+    lines = ["this is not json", json.dumps(INITIALIZE), json.dumps(prompt)]
+    out, stderr = acp_fed(tmp_path, env, lines)
+    assert out[0] == PARSE_ERROR
     by_id = {m["id"]: m for m in out[1:]}
     assert by_id[1]["result"]["protocolVersion"] == 1
     assert "no such session" in json.dumps(by_id[2]["error"])
-    assert "not JSON-RPC" in done.stderr
+    assert "not JSON-RPC" in stderr
 
 
 def test_a_turn_reaches_a_custom_acp_agent_through_at_routing(
     tmp_path: Path, env: dict[str, str], socket_dir: Path
 ) -> None:
     data = tmp_path / "data"
-    agents_d = data / "agents.d"
-    agents_d.mkdir(parents=True)
     record = tmp_path / "coder.jsonl"
-    manifest = {
-        "kind": "coder",
-        "label": "Coder",
-        "bin": sys.executable,
-        "args": ["-m", "iris_runtime.testing.acp_agent", str(record)],
-    }
-    (agents_d / "coder.json").write_text(json.dumps(manifest))
+    acp_agent.install(data / "agents.d", record, "coder")
 
     async def go() -> None:
         reach = str(socket_dir / "reach.sock")
@@ -331,27 +322,7 @@ def test_streamed_text_is_sent_once_and_a_silent_reply_never_streams(
 def test_an_overlong_line_gets_one_parse_error_and_its_rest_is_dropped(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    environment = clean_environment(IRIS_DATA_DIR=str(tmp_path / "data"), **env)
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": 1, "clientCapabilities": {}},
-    }
-    overlong = "x" * (50 * 1024 * 1024 + 300_000) + " " + json.dumps({**initialize, "id": 9})
-    done = subprocess.run(
-        [sys.executable, "-m", "iris_runtime", "acp"],
-        input=overlong + "\n" + json.dumps(initialize) + "\n",
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    out = [json.loads(line) for line in done.stdout.splitlines()]
-    assert out[0] == {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": -32700, "message": "Parse error"},
-    }
+    overlong = "x" * (50 * 1024 * 1024 + 300_000) + " " + json.dumps({**INITIALIZE, "id": 9})
+    out, _ = acp_fed(tmp_path, env, [overlong, json.dumps(INITIALIZE)])
+    assert out[0] == PARSE_ERROR
     assert [m.get("id") for m in out[1:]] == [1]

@@ -30,15 +30,7 @@ def agents(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def with_stdin(env: dict[str, str], stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        iris_command("agents", *args),
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_iris("agents", *args, env=env, timeout=60, stdin=stdin)
 
 
 def listed(env: dict[str, str]) -> dict[str, dict[str, Any]]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from iris_runtime.testing.server import IrisServer, clean_environment, run_iris
-from iris_runtime.testing.subagent import SubAgent, SubAgents
+from iris_runtime.testing.server import IrisServer
+from iris_runtime.testing.subagent import SubAgent, SubAgents, register
 from tests.bridge.fault_tools import CuttingProxy, OldAgent
 
 
@@ -20,21 +20,19 @@ def start_subagent(tmp_path: Path) -> Iterator[Callable[..., SubAgent]]:
     agents.stop_all()
 
 
-def register(
-    iris: IrisServer,
-    agent: str,
-    url: str,
-    *extra: str,
-    stdin: str | None = None,
-    token: str | None = None,
-) -> None:
-    """``iris agents register`` against Iris's data dir, through the real CLI; ``token`` is the
-    agent's own (sent on stdin, never in argv), else Iris uses her API token with it."""
-    if token is not None:
-        extra, stdin = (*extra, "--token-stdin"), token + "\n"
-    env = clean_environment(IRIS_DATA_DIR=str(iris.data_dir))
-    done = run_iris("agents", "register", agent, url, *extra, env=env, stdin=stdin, timeout=60)
-    assert done.returncode == 0, done.stderr
+def parent_of_helper(
+    start_iris: Callable[..., IrisServer], sub: SubAgent, calls: Path
+) -> IrisServer:
+    """Iris with ``sub`` registered as ``helper``. Her own model is scripted without rules (the
+    script file next to ``calls`` is never written) and records every call it gets in ``calls``,
+    so a test can tell whether she consulted it."""
+    iris = start_iris(
+        IRIS_PROVIDER="scripted",
+        IRIS_SCRIPT_FILE=str(calls.with_name("none.json")),
+        IRIS_SCRIPT_CALLS_FILE=str(calls),
+    )
+    register(iris, "helper", sub.bridge_url, token=sub.token)
+    return iris
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ from pathlib import Path
 import requests
 
 from iris_runtime.testing.server import IrisServer, clean_environment, run_iris
-from iris_runtime.testing.subagent import NDJSON, SubAgent
-from tests.bridge.conftest import register
+from iris_runtime.testing.subagent import NDJSON, SubAgent, register
 
 StartSub = Callable[..., SubAgent]
 StartIris = Callable[..., IrisServer]

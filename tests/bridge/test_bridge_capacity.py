@@ -13,8 +13,7 @@ import pytest
 import requests
 
 from iris_runtime.testing.server import HttpReply, IrisServer
-from iris_runtime.testing.subagent import NDJSON, SubAgent
-from tests.bridge.conftest import register
+from iris_runtime.testing.subagent import NDJSON, SubAgent, register
 from tests.web.conftest import SSEReader, in_background
 
 StartSub = Callable[..., SubAgent]

@@ -16,8 +16,7 @@ import requests
 
 from iris_runtime.bridge.client import BridgeCall, BridgeError, call_agent_bridge
 from iris_runtime.testing.server import IrisServer, clean_environment, run_iris
-from iris_runtime.testing.subagent import NDJSON, SubAgent
-from tests.bridge.conftest import register
+from iris_runtime.testing.subagent import NDJSON, SubAgent, register
 from tests.bridge.fault_tools import (
     Background,
     CuttingProxy,

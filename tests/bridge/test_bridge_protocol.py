@@ -9,8 +9,8 @@ from pathlib import Path
 import requests
 
 from iris_runtime.testing.server import IrisServer
-from iris_runtime.testing.subagent import NDJSON, SubAgent
-from tests.bridge.conftest import register
+from iris_runtime.testing.subagent import NDJSON, SubAgent, register
+from tests.bridge.conftest import parent_of_helper
 
 StartSub = Callable[..., SubAgent]
 StartIris = Callable[..., IrisServer]
@@ -225,12 +225,7 @@ def test_an_at_mention_goes_straight_to_the_agent(
         ]
     )
     calls = tmp_path / "iris-model-calls.jsonl"
-    iris = start_iris(
-        IRIS_PROVIDER="scripted",
-        IRIS_SCRIPT_FILE=str(tmp_path / "none.json"),
-        IRIS_SCRIPT_CALLS_FILE=str(calls),
-    )
-    register(iris, "helper", sub.bridge_url, token=sub.token)
+    iris = parent_of_helper(start_iris, sub, calls)
     from tests.web.conftest import SSEReader
 
     stream = SSEReader(iris, "m1")
@@ -259,12 +254,7 @@ def test_unknown_and_mid_message_mentions_fall_through_to_iris(
 ) -> None:
     sub = start_subagent()
     calls = tmp_path / "calls.jsonl"
-    iris = start_iris(
-        IRIS_PROVIDER="scripted",
-        IRIS_SCRIPT_FILE=str(tmp_path / "none.json"),
-        IRIS_SCRIPT_CALLS_FILE=str(calls),
-    )
-    register(iris, "helper", sub.bridge_url, token=sub.token)
+    iris = parent_of_helper(start_iris, sub, calls)
     for text in ("@nobody are you there", "please ask @helper later", "@helpers typo"):
         assert (
             iris.post("/sessions/f1/message", json_body={"text": text}).json()["text"]

@@ -10,8 +10,8 @@ from pathlib import Path
 import requests
 
 from iris_runtime.testing.server import IrisServer
-from iris_runtime.testing.subagent import SubAgent
-from tests.bridge.conftest import register
+from iris_runtime.testing.subagent import SubAgent, register
+from tests.bridge.conftest import parent_of_helper
 from tests.web.conftest import SSEReader
 
 StartSub = Callable[..., SubAgent]
@@ -42,12 +42,7 @@ def test_a_silent_sub_agent_leaves_nothing_in_the_parents_conversation(
 ) -> None:
     sub = start_subagent(rules=QUIET)
     calls = tmp_path / "iris-calls.jsonl"
-    iris = start_iris(
-        IRIS_PROVIDER="scripted",
-        IRIS_SCRIPT_FILE=str(tmp_path / "none.json"),
-        IRIS_SCRIPT_CALLS_FILE=str(calls),
-    )
-    register(iris, "helper", sub.bridge_url, token=sub.token)
+    iris = parent_of_helper(start_iris, sub, calls)
     stream = SSEReader(iris, "q1")
     reply = iris.post("/sessions/q1/message", json_body={"text": "@helper anything new?"})
     assert reply.status == 200, reply.body

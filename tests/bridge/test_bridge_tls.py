@@ -21,7 +21,7 @@ from iris_runtime.testing.netns import NetNamespace
 from iris_runtime.testing.openbao import OpenBaoDev
 from iris_runtime.testing.pki import OpenBaoPki
 from iris_runtime.testing.server import IrisServer, clean_environment, run_iris
-from tests.bridge.conftest import register
+from iris_runtime.testing.subagent import register
 from tests.bridge.remote_agent import RemoteAgent
 
 pytestmark = pytest.mark.slow

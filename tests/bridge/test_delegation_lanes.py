@@ -8,8 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from iris_runtime.testing.server import HttpReply, IrisServer
-from iris_runtime.testing.subagent import SubAgent
-from tests.bridge.conftest import register
+from iris_runtime.testing.subagent import SubAgent, register
 from tests.bridge.fault_tools import Background, wait_for
 
 StartSub = Callable[..., SubAgent]

@@ -5,24 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from tests.custom_agents.conftest import Setup, write_manifest
+from iris_runtime.testing import acp_agent as sdk_agent
+from tests.custom_agents.conftest import Setup
 
 
 def acp_agent(setup: Setup, kind: str = "coder", *flags: str, **extra: Any) -> Path:
     """Put an ACP manifest for the test agent in agents.d; returns its record file."""
     record = setup.tmp_path / f"{kind}-acp.jsonl"
-    manifest = {
-        "kind": kind,
-        "label": kind.title(),
-        "bin": sys.executable,
-        "args": ["-m", "iris_runtime.testing.acp_agent", str(record), *flags],
-        **extra,
-    }
-    write_manifest(setup.agents_d, f"{kind}.json", manifest)
+    sdk_agent.install(setup.agents_d, record, kind, *flags, **extra)
     return record
 
 

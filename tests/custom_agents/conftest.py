@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,8 +81,38 @@ class Setup:
         )
         return self.iris
 
+    def inner_iris(self, rules: list[Any], **env: str) -> tuple[IrisServer, str]:
+        """Another Iris that serves as a relay agent (scripted by ``rules``): it and the URL
+        of its inbound listener, for this Iris's manifest."""
+        script = self.tmp_path / "inner-script.json"
+        script.write_text(json.dumps({"rules": rules}))
+        port = free_port()
+        inner = self.start_iris(
+            self.tmp_path / "inner",
+            IRIS_PROVIDER="scripted",
+            IRIS_SCRIPT_FILE=str(script),
+            IRIS_REACH_SOCKET=str(self.socket_dir / "inner.sock"),
+            IRIS_RELAY_INBOUND_PORT=str(port),
+            **env,
+        )
+        url = (inner.data_dir / "custom-agents" / "relay-inbound-url").read_text().strip()
+        assert url.startswith(f"http://127.0.0.1:{port}/")
+        return inner, url
+
     def reach(self) -> ReachConnection:
         return ReachConnection(self.socket_path)
+
+    def reach_raw(self, payload: bytes) -> list[dict[str, Any]]:
+        """Send raw bytes on one reach connection (past the client, which would refuse to
+        write them); every reply line up to the close."""
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(str(self.socket_path))
+            sock.sendall(payload)
+            sock.shutdown(socket.SHUT_WR)
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+        return [json.loads(line) for line in data.splitlines()]
 
     def ask(self, session: str, text: str) -> Any:
         assert self.iris is not None

@@ -16,23 +16,12 @@ import pytest
 import requests
 
 from iris_runtime.custom_agents.reach_client import ReachConnection
-from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
-from tests.bridge.conftest import register
+from iris_runtime.testing.server import clean_environment, run_iris
+from iris_runtime.testing.subagent import register
 from tests.custom_agents.conftest import Setup, wait_until, write_manifest
 from tests.web.conftest import SSEReader, in_background
 
 RELAY = {"kind": "butler", "label": "Butler", "relay": "http://127.0.0.1:8700/inbound"}
-
-
-def _raw(path: Path, payload: bytes) -> list[dict[str, Any]]:
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.connect(str(path))
-        sock.sendall(payload)
-        sock.shutdown(socket.SHUT_WR)
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    return [json.loads(line) for line in data.splitlines()]
 
 
 # -- the reach socket -----------------------------------------------------------------------
@@ -73,12 +62,12 @@ def test_strings_that_are_not_unicode_are_refused_and_the_connection_lives(
 ) -> None:
     setup.relay("butler")
     setup.serve()
-    replies = _raw(setup.socket_path, b'{"op": "\\ud800"}\n{"op": "chats"}\n')
+    replies = setup.reach_raw(b'{"op": "\\ud800"}\n{"op": "chats"}\n')
     assert replies[0] == {
         "error": "every string must be valid Unicode (a lone surrogate cannot be sent)"
     }
     assert replies[1]["ok"] is True
-    bad_id = _raw(setup.socket_path, b'{"op": "turn.tool", "turn_id": "t_x", "id": []}\n')
+    bad_id = setup.reach_raw(b'{"op": "turn.tool", "turn_id": "t_x", "id": []}\n')
     assert bad_id == [{"error": '"id" must be a string or an integer'}]
 
 
@@ -88,8 +77,7 @@ def test_a_lone_surrogate_in_a_delta_never_reaches_the_log(setup: Setup) -> None
     pending = in_background(lambda: setup.ask("sur", "@butler hang"))
     turn_id = wait_until(lambda: agent.posts("message"))[0]["turn_id"]
     tid = json.dumps(turn_id).encode()
-    replies = _raw(
-        setup.socket_path,
+    replies = setup.reach_raw(
         b'{"op": "turn.delta", "turn_id": ' + tid + b', "text": "\\ud800"}\n'
         b'{"op": "turn.delta", "turn_id": ' + tid + b', "text": "fine"}\n'
         b'{"op": "turn.done", "turn_id": ' + tid + b"}\n",
@@ -274,27 +262,8 @@ def test_a_manifest_with_a_duplicate_key_is_refused() -> None:
 # -- Iris as a relay agent --------------------------------------------------------------------
 
 
-def _inner(setup: Setup, tmp_path: Path, rules: list[Any], **env: str) -> tuple[IrisServer, str]:
-    script = tmp_path / "inner-script.json"
-    script.write_text(json.dumps({"rules": rules}))
-    port = free_port()
-    inner = setup.start_iris(
-        tmp_path / "inner",
-        IRIS_PROVIDER="scripted",
-        IRIS_SCRIPT_FILE=str(script),
-        IRIS_REACH_SOCKET=str(setup.socket_dir / "inner.sock"),
-        IRIS_RELAY_INBOUND_PORT=str(port),
-        **env,
-    )
-    url = (inner.data_dir / "custom-agents" / "relay-inbound-url").read_text().strip()
-    assert url.startswith(f"http://127.0.0.1:{port}/")
-    return inner, url
-
-
-def test_the_inbound_listener_takes_only_json_from_no_web_page(
-    setup: Setup, tmp_path: Path
-) -> None:
-    _, url = _inner(setup, tmp_path, [])
+def test_the_inbound_listener_takes_only_json_from_no_web_page(setup: Setup) -> None:
+    _, url = setup.inner_iris([])
     port = url.split(":")[2].split("/")[0]
     body = json.dumps({"v": 1, "type": "typing", "chat_id": "x"})
     json_type = {"Content-Type": "application/json"}
@@ -316,8 +285,8 @@ def test_the_inbound_listener_takes_only_json_from_no_web_page(
     assert requests.post(localhost, data=body, headers=json_type, timeout=10).status_code == 200
 
 
-def test_the_inbound_answers_503_without_an_upstream(setup: Setup, tmp_path: Path) -> None:
-    _, url = _inner(setup, tmp_path, [])
+def test_the_inbound_answers_503_without_an_upstream(setup: Setup) -> None:
+    _, url = setup.inner_iris([])
     message = {
         "v": 1,
         "type": "message",
@@ -330,11 +299,9 @@ def test_the_inbound_answers_503_without_an_upstream(setup: Setup, tmp_path: Pat
     assert "IRIS_UPSTREAM_REACH_SOCKET" in reply.json()["error"]
 
 
-def test_a_long_inner_run_keeps_the_outer_turn_alive(setup: Setup, tmp_path: Path) -> None:
+def test_a_long_inner_run_keeps_the_outer_turn_alive(setup: Setup) -> None:
     rules = [{"when": "think", "turns": [[{"sleep": 4}, {"text": "thought it through"}]]}]
-    _, url = _inner(
-        setup,
-        tmp_path,
+    _, url = setup.inner_iris(
         rules,
         IRIS_UPSTREAM_REACH_SOCKET=str(setup.socket_path),
         IRIS_RELAY_SILENCE_MS="1500",
@@ -346,9 +313,9 @@ def test_a_long_inner_run_keeps_the_outer_turn_alive(setup: Setup, tmp_path: Pat
     assert reply.json()["text"] == "thought it through"
 
 
-def test_a_stop_for_another_turn_leaves_the_run_alone(setup: Setup, tmp_path: Path) -> None:
+def test_a_stop_for_another_turn_leaves_the_run_alone(setup: Setup) -> None:
     rules = [{"when": "slow", "turns": [[{"sleep": 6}, {"text": "done slowly"}]]}]
-    inner, url = _inner(setup, tmp_path, rules, IRIS_UPSTREAM_REACH_SOCKET=str(setup.socket_path))
+    inner, url = setup.inner_iris(rules, IRIS_UPSTREAM_REACH_SOCKET=str(setup.socket_path))
     write_manifest(setup.agents_d, "inner.json", {"kind": "inner", "relay": url})
     setup.serve()
     pending = in_background(lambda: setup.ask("outer", "@inner slow"))

@@ -5,10 +5,8 @@ on the outside stops the run inside."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from iris_runtime.testing.server import free_port
-from tests.custom_agents.conftest import Setup, relay_manifest, wait_until, write_manifest
+from tests.custom_agents.conftest import Setup, wait_until, write_manifest
 from tests.web.conftest import SSEReader, in_background
 
 INNER_RULES = [
@@ -23,20 +21,9 @@ INNER_RULES = [
 ]
 
 
-def test_one_iris_sits_behind_another(setup: Setup, tmp_path: Path) -> None:
-    script = tmp_path / "inner-script.json"
-    script.write_text(json.dumps({"rules": INNER_RULES}))
-    inbound = free_port()
-    inner = setup.start_iris(
-        tmp_path / "inner",
-        IRIS_PROVIDER="scripted",
-        IRIS_SCRIPT_FILE=str(script),
-        IRIS_REACH_SOCKET=str(setup.socket_dir / "inner.sock"),
-        IRIS_RELAY_INBOUND_PORT=str(inbound),
-        IRIS_UPSTREAM_REACH_SOCKET=str(setup.socket_path),
-    )
-    url = (inner.data_dir / "custom-agents" / "relay-inbound-url").read_text().strip()
-    write_manifest(setup.agents_d, "inner.json", {**relay_manifest("inner", inbound), "relay": url})
+def test_one_iris_sits_behind_another(setup: Setup) -> None:
+    inner, url = setup.inner_iris(INNER_RULES, IRIS_UPSTREAM_REACH_SOCKET=str(setup.socket_path))
+    write_manifest(setup.agents_d, "inner.json", {"kind": "inner", "label": "Inner", "relay": url})
     outer = setup.serve()
     stream = SSEReader(outer, "outer")
     reply = setup.ask("outer", "@inner how is the disk?")
@@ -68,18 +55,10 @@ def test_one_iris_sits_behind_another(setup: Setup, tmp_path: Path) -> None:
     wait_until(inner_stopped)
 
 
-def test_the_inbound_refuses_bad_posts_and_ignores_unknown_types(
-    setup: Setup, tmp_path: Path
-) -> None:
+def test_the_inbound_refuses_bad_posts_and_ignores_unknown_types(setup: Setup) -> None:
     import requests
 
-    inbound = free_port()
-    inner = setup.start_iris(
-        tmp_path / "inner",
-        IRIS_REACH_SOCKET=str(setup.socket_dir / "inner.sock"),
-        IRIS_RELAY_INBOUND_PORT=str(inbound),
-    )
-    url = (inner.data_dir / "custom-agents" / "relay-inbound-url").read_text().strip()
+    _, url = setup.inner_iris([])
     bad = requests.post(
         url, data=b"{nope", headers={"Content-Type": "application/json"}, timeout=10
     )

@@ -11,7 +11,7 @@ import pytest
 
 from iris_runtime.custom_agents.manifest import ManifestError, parse_manifest
 from iris_runtime.testing.server import clean_environment, run_iris
-from tests.bridge.conftest import register
+from iris_runtime.testing.subagent import register
 from tests.custom_agents.conftest import Setup, relay_manifest, wait_until, write_manifest
 
 RELAY = {"kind": "butler", "label": "Butler", "relay": "http://127.0.0.1:8700/inbound"}

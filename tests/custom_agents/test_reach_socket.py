@@ -3,9 +3,7 @@ real unix socket and through ``iris reach`` / ``wireling``."""
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -18,24 +16,11 @@ BURST_WINDOW_MS = "3600000"  # 30 per hour: nothing refills while a burst is cou
 REFILL_WINDOW_MS = "3000"  # 30 per 3 s: a token comes back every 100 ms
 
 
-def _raw(path: Path, payload: bytes) -> list[dict[str, object]]:
-    """Send raw bytes on one connection; every reply line up to the close."""
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.connect(str(path))
-        sock.sendall(payload)
-        sock.shutdown(socket.SHUT_WR)
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    return [json.loads(line) for line in data.splitlines()]
-
-
 def test_the_socket_answers_each_line_and_survives_bad_ones(setup: Setup) -> None:
     setup.serve()
     mode = os.stat(setup.socket_path).st_mode
     assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
-    replies = _raw(
-        setup.socket_path,
+    replies = setup.reach_raw(
         b'{"op": "frobnicate"}\n'
         b"not json\n"
         b"[1, 2]\n"

@@ -206,16 +206,45 @@ def test_init_file_in_a_missing_directory_is_named(tmp_path: Path) -> None:
     assert_stopped_at_preflight(run, "iris_secrets_init_file")
 
 
-def test_threshold_above_shares_is_named(tmp_path: Path) -> None:
-    run = preflight_run(
-        tmp_path, "secrets.yml", {"iris_secrets_key_shares": 1, "iris_secrets_key_threshold": 3}
-    )
-    assert_stopped_at_preflight(run, "iris_secrets_key_threshold")
+# Bad values of one playbook, each stopped by a preflight check that names the variable:
+# (playbook, the values, the variable named), by what is wrong.
+NAMED_AT_PREFLIGHT = {
+    "threshold_above_shares": (
+        "secrets.yml",
+        {"iris_secrets_key_shares": 1, "iris_secrets_key_threshold": 3},
+        "iris_secrets_key_threshold",
+    ),
+    "plain_http_off_loopback": (
+        "secrets.yml",
+        {"iris_secrets_listen_address": "192.0.2.1"},
+        "iris_secrets_listen_address",
+    ),
+    "invalid_secrets_mode": (
+        "runtime.yml",
+        {"iris_runtime_secrets_mode": "plaintext"},
+        "iris_runtime_secrets_mode",
+    ),
+    # store + vault backend needs a Vault login; nothing reachable gives one.
+    "vault_mode_without_credentials": (
+        "runtime.yml",
+        {"iris_runtime_secrets_mode": "store", "iris_runtime_secret_backend": "vault"},
+        "iris_runtime_vault_role_id",
+    ),
+    "proxy_mode_without_a_vault_address": (
+        "runtime.yml",
+        {"iris_runtime_secrets_mode": "proxy", "iris_runtime_secrets_host": ""},
+        "iris_runtime_vault_addr",
+    ),
+}
 
 
-def test_plain_http_off_loopback_is_refused(tmp_path: Path) -> None:
-    run = preflight_run(tmp_path, "secrets.yml", {"iris_secrets_listen_address": "192.0.2.1"})
-    assert_stopped_at_preflight(run, "iris_secrets_listen_address")
+@pytest.mark.parametrize(
+    ("playbook", "values", "variable"), NAMED_AT_PREFLIGHT.values(), ids=NAMED_AT_PREFLIGHT
+)
+def test_a_bad_value_is_named_at_the_preflight(
+    tmp_path: Path, playbook: str, values: dict[str, Any], variable: str
+) -> None:
+    assert_stopped_at_preflight(preflight_run(tmp_path, playbook, values), variable)
 
 
 def test_plain_http_vault_on_another_host_is_refused(tmp_path: Path) -> None:
@@ -226,30 +255,6 @@ def test_plain_http_vault_on_another_host_is_refused(tmp_path: Path) -> None:
     )
     assert_stopped_at_preflight(run, "iris_runtime_vault_addr")
     assert "IRIS_INSECURE_HTTP" in run.output
-
-
-def test_invalid_secrets_mode_is_named(tmp_path: Path) -> None:
-    run = preflight_run(tmp_path, "runtime.yml", {"iris_runtime_secrets_mode": "plaintext"})
-    assert_stopped_at_preflight(run, "iris_runtime_secrets_mode")
-
-
-def test_vault_mode_without_credentials_is_named(tmp_path: Path) -> None:
-    """store + vault backend needs a Vault login; nothing reachable gives one."""
-    run = preflight_run(
-        tmp_path,
-        "runtime.yml",
-        {"iris_runtime_secrets_mode": "store", "iris_runtime_secret_backend": "vault"},
-    )
-    assert_stopped_at_preflight(run, "iris_runtime_vault_role_id")
-
-
-def test_proxy_mode_without_a_vault_address_is_named(tmp_path: Path) -> None:
-    run = preflight_run(
-        tmp_path,
-        "runtime.yml",
-        {"iris_runtime_secrets_mode": "proxy", "iris_runtime_secrets_host": ""},
-    )
-    assert_stopped_at_preflight(run, "iris_runtime_vault_addr")
 
 
 def test_credential_in_plain_env_is_refused_without_showing_it(tmp_path: Path) -> None:

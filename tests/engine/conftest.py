@@ -26,6 +26,7 @@ from iris_runtime.engine.transport import (
 from iris_runtime.testing.scripted import ScriptedProvider
 from iris_runtime.tools.plugin import register_tools
 from iris_runtime.tools.sandbox import HostSandbox
+from tests.transport_doubles import NoPlatform
 
 PROFILE = TransportPromptProfile(
     transport_id="rec",
@@ -84,7 +85,7 @@ class RecordingContext:
         self.calls.append(("status", text))
 
 
-class RecordingTransport:
+class RecordingTransport(NoPlatform):
     transport_id = "rec"
     prompt_profile = PROFILE
     stop_command_hint = "stop"
@@ -94,22 +95,8 @@ class RecordingTransport:
         self.transport_id = transport_id
         self.contexts: list[RecordingContext] = []
 
-    def start(self) -> None: ...
-    def stop(self) -> None: ...
-
     def owns_channel(self, channel_id: str) -> bool:
         return channel_id.startswith("rec-")
-
-    def channels(self) -> list[ChannelInfo]:
-        return []
-
-    def users(self) -> list[UserInfo]:
-        return []
-
-    def post_message(self, channel_id: str, text: str) -> str:
-        return "1"
-
-    def update_message(self, channel_id: str, message_id: str, text: str) -> None: ...
 
     def enqueue_event(self, event: TransportEvent) -> bool:
         self.engine.submit(self, event)

@@ -13,20 +13,19 @@ from typing import Any
 import pytest
 
 from iris_runtime.engine.transport import (
-    ChannelInfo,
     ChannelState,
     TransportEvent,
     TransportRegistry,
-    UserInfo,
 )
 from iris_runtime.events.schedule import ManualClock
 from iris_runtime.events.service import EventService
+from tests.transport_doubles import NoPlatform
 
 START = datetime(2024, 6, 1, 12, 0, 0, tzinfo=UTC)
 
 
 @dataclass
-class FakeTransport:
+class FakeTransport(NoPlatform):
     """Owns every channel (or those with ``prefix``); accepts events unless told to refuse."""
 
     transport_id: str = "fake"
@@ -43,22 +42,8 @@ class FakeTransport:
     prompt_profile: Any = None
     stop_command_hint: str = "stop"
 
-    def start(self) -> None: ...
-    def stop(self) -> None: ...
-
     def owns_channel(self, channel_id: str) -> bool:
         return channel_id.startswith(self.prefix)
-
-    def channels(self) -> list[ChannelInfo]:
-        return []
-
-    def users(self) -> list[UserInfo]:
-        return []
-
-    def post_message(self, channel_id: str, text: str) -> str:
-        return "1"
-
-    def update_message(self, channel_id: str, message_id: str, text: str) -> None: ...
 
     def enqueue_event(self, event: TransportEvent) -> bool:
         self.offers += 1

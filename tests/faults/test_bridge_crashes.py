@@ -34,8 +34,7 @@ import pytest
 import iris_runtime
 from iris_runtime.provision.process_service import ProcessService
 from iris_runtime.testing.server import IrisServer, clean_environment, run_iris
-from iris_runtime.testing.subagent import SubAgent
-from tests.bridge.conftest import register
+from iris_runtime.testing.subagent import SubAgent, register
 from tests.bridge.fault_tools import Background, children_of, kill_hard, wait_for
 from tests.faults.bridge_trials import (
     SETTLE_TIMEOUT,
@@ -111,8 +110,15 @@ def measure_overhead(iris: IrisServer, agent: str) -> float:
     return time.monotonic() - started
 
 
-def verdict(figures: Tally, moment: Moment, seen: int, detail: str) -> None:
+def verdict(
+    figures: Tally, moment: Moment, seen: int, detail: str, next_failure: str | None
+) -> list[str]:
+    """Count the trial's outcomes (``seen`` of the one expected); what broke, if the next
+    message failed (``next_failure``, from :func:`round_trip`)."""
     figures.record(expected=1, seen=seen, what=f"({moment}; {detail})")
+    if next_failure is None:
+        return []
+    return [f"trial {moment.trial} ({moment}): the next message failed: {next_failure}"]
 
 
 # -- 1. the sub-agent is killed; its supervisor starts it again ---------------------------------
@@ -212,10 +218,8 @@ def test_a_killed_subagent_gives_exactly_one_outcome(
     for moment in moments:
         agent = agents[moment.trial % len(agents)]
         seen, detail = agent_kill_trial(iris, agent, moment)
-        verdict(figures, moment, seen, detail)
         failure = round_trip(iris, f"agent-kill-{moment.trial}", agent.name, moment.trial)
-        if failure:
-            broken.append(f"trial {moment.trial} ({moment}): the next message failed: {failure}")
+        broken += verdict(figures, moment, seen, detail, failure)
     figures.assert_clean()
     assert not broken, "\n".join(broken)
 
@@ -283,10 +287,8 @@ def test_a_reply_outlives_a_killed_iris_through_bridge_recover(
     broken: list[str] = []
     for moment in moments:
         seen, detail = iris_kill_trial(iris, "helper", sub.server.data_dir, armed, moment)
-        verdict(figures, moment, seen, detail)
         failure = round_trip(iris, f"iris-kill-{moment.trial}", "helper", moment.trial)
-        if failure:
-            broken.append(f"trial {moment.trial} ({moment}): the next message failed: {failure}")
+        broken += verdict(figures, moment, seen, detail, failure)
     figures.assert_clean()
     assert not broken, "\n".join(broken)
 
@@ -309,10 +311,8 @@ def test_a_reply_outlives_a_killed_iris_that_supervises_the_agent(
         seen, detail = iris_kill_trial(iris, agent.name, agent.home, tmp_path / "none", moment)
         if agent.pid(iris) != adopted:  # each restarted Iris watches the same process
             broken.append(f"trial {moment.trial}: the agent was replaced, not adopted")
-        verdict(figures, moment, seen, detail)
         failure = round_trip(iris, f"iris-kill-{moment.trial}", agent.name, moment.trial)
-        if failure:
-            broken.append(f"trial {moment.trial} ({moment}): the next message failed: {failure}")
+        broken += verdict(figures, moment, seen, detail, failure)
     figures.assert_clean()
     assert not broken, "\n".join(broken)
 

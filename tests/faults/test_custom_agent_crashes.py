@@ -91,6 +91,18 @@ def reply_or_none(pending: Callable[[float], HttpReply]) -> HttpReply | None:
         return None
 
 
+def followed_up(
+    setup: Setup, trial: Trial, pending: Callable[[float], HttpReply], kind: str
+) -> Trial:
+    """``trial`` with the killed turn's reply (``pending``) and the answer to a follow-up in
+    the same chat, asked of agent ``kind`` once the kill is over."""
+    trial.crash = reply_or_none(pending)
+    follow_up = f"@{kind} echo back {trial.number}"
+    trial.answer = reply_or_none(in_background(lambda: setup.ask(trial.session, follow_up)))
+    wait_for_final(trial.stream, trial.expected_answer)
+    return trial
+
+
 # -- counting ------------------------------------------------------------------------------------
 
 
@@ -245,11 +257,7 @@ def relay_trial(setup: Setup, agent: DrippingRelay, number: int, opened: list[SS
     trial.landed = relay_landed(agent, seen_before)
     # Back at once, as systemd's Restart= would: a new process that never heard of the turn.
     agent.start()
-    trial.crash = reply_or_none(pending)
-    follow_up = f"@butler echo back {number}"
-    trial.answer = reply_or_none(in_background(lambda: setup.ask(session, follow_up)))
-    wait_for_final(trial.stream, trial.expected_answer)
-    return trial
+    return followed_up(setup, trial, pending, "butler")
 
 
 @pytest.mark.slow
@@ -331,11 +339,7 @@ def acp_trial(
     time.sleep(trial.delay)  # the chosen kill moment, not a wait for anything
     os.kill(pid, signal.SIGKILL)
     trial.landed = acp_landed(record, pid)
-    trial.crash = reply_or_none(pending)
-    follow_up = f"@coder echo back {number}"  # Iris starts a process again, on demand
-    trial.answer = reply_or_none(in_background(lambda: setup.ask(session, follow_up)))
-    wait_for_final(trial.stream, trial.expected_answer)
-    return trial
+    return followed_up(setup, trial, pending, "coder")  # Iris starts a process again, on demand
 
 
 @pytest.mark.slow

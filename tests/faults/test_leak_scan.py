@@ -30,8 +30,7 @@ from iris_runtime.testing.fake_telegram import FakeTelegram
 from iris_runtime.testing.leaks import CommandLineSampler, private_file, scan_files
 from iris_runtime.testing.openbao import OpenBaoDev
 from iris_runtime.testing.server import IrisServer, clean_environment, run_iris
-from iris_runtime.testing.subagent import SubAgent, SubAgents
-from tests.bridge.conftest import register
+from iris_runtime.testing.subagent import SubAgent, SubAgents, register
 from tests.bridge.fault_tools import Background, kill_hard, log_entries, wait_for
 
 SECRET = "WEATHER_API_KEY"
@@ -70,9 +69,7 @@ def _serve_iris(
     return start_iris(
         folder / "iris",
         **_own_folders(folder / "iris-files"),
-        IRIS_PROVIDER="anthropic",
-        ANTHROPIC_API_KEY=llm.api_key,
-        ANTHROPIC_BASE_URL=llm.base_url,
+        **llm.iris_env(),
         TELEGRAM_BOT_TOKEN=telegram.token,
         IRIS_TELEGRAM_API_URL=telegram.api_url,
         IRIS_TELEGRAM_POLL_TIMEOUT_S="2",

@@ -33,9 +33,7 @@ KEY = FAKE_API_KEY
 
 def claude(start_iris: Start, fake: FakeAnthropic, **env: str) -> IrisServer:
     return start_iris(
-        IRIS_PROVIDER="anthropic",
-        ANTHROPIC_API_KEY=KEY,
-        ANTHROPIC_BASE_URL=fake.base_url,
+        **fake.iris_env(),
         IRIS_MODEL="claude-sonnet-5-5",
         IRIS_PROVIDER_MAX_RETRIES="2",
         **env,
@@ -181,13 +179,7 @@ def test_compaction_on_a_small_window_keeps_history(
         "models:\n  tiny-claude:\n    provider: anthropic\n    context_window: 6000\n"
         "    max_output_tokens: 1000\n    price: {input: 1, output: 1}\n"
     )
-    iris = start_iris(
-        data,
-        IRIS_PROVIDER="anthropic",
-        ANTHROPIC_API_KEY=KEY,
-        ANTHROPIC_BASE_URL=fake_anthropic.base_url,
-        IRIS_MODEL="tiny-claude",
-    )
+    iris = start_iris(data, **fake_anthropic.iris_env(), IRIS_MODEL="tiny-claude")
     for number in range(6):
         fake_anthropic.enqueue(Reply([Text(f"noted {number}")]))
         fake_anthropic.enqueue(Reply([Text("SUMMARY of earlier facts")]))  # used if it compacts

@@ -1,14 +1,15 @@
-"""An Iris at the docker level whose scripted model runs one command (the fixtures, the sandbox
-image and a container started as an operator would, are in this folder's conftest)."""
+"""An Iris at the docker level whose scripted model runs one command, and ``iris serve`` refusing
+a container (the fixtures, the sandbox image and a container started as an operator would, are
+in this folder's conftest)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
-from iris_runtime.testing.server import IrisServer
+from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
 from tests.provisioning.dockerd import Dockerd
+from tests.sandbox.support import scripted
 
 
 def one_command(
@@ -25,15 +26,17 @@ def one_command(
     return scripted(start_iris, tmp_path, turns, **level, **env)
 
 
-def scripted(
-    start_iris: Callable[..., IrisServer], tmp_path: Path, turns: list[object], **env: str
-) -> IrisServer:
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps({"rules": [{"when": "", "turns": turns}]}))
-    return start_iris(
-        tmp_path / "data",
-        IRIS_LOAD_PLUGINS="scripted",
-        IRIS_PROVIDER="scripted",
-        IRIS_SCRIPT_FILE=str(script),
+def serve_refused(tmp_path: Path, dockerd: Dockerd, name: str, **env: str) -> str:
+    """``iris serve`` at ``docker:<name>`` fails; its stderr. The container is removed after."""
+    cli_env = clean_environment(
+        IRIS_DATA_DIR=str(tmp_path / "data"),
+        IRIS_API_PORT=str(free_port()),
+        DOCKER_HOST=dockerd.host,
         **env,
     )
+    try:
+        result = run_iris("serve", "--sandbox", f"docker:{name}", env=cli_env, timeout=60)
+    finally:
+        dockerd.docker("rm", "-f", name)
+    assert result.returncode != 0
+    return result.stderr

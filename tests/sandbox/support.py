@@ -40,6 +40,22 @@ def require_tools(*tools: str) -> None:
         pytest.skip(f"needs {', '.join(missing)} (make test installs it on Debian)")
 
 
+def scripted(
+    start_iris: Callable[..., IrisServer], folder: Path, turns: list[object], **env: str
+) -> IrisServer:
+    """Iris with its data in ``folder/data`` whose scripted model plays ``turns`` (written to
+    ``folder/script.json``) on any message."""
+    script = folder / "script.json"
+    script.write_text(json.dumps({"rules": [{"when": "", "turns": turns}]}))
+    return start_iris(
+        folder / "data",
+        IRIS_LOAD_PLUGINS="scripted",
+        IRIS_PROVIDER="scripted",
+        IRIS_SCRIPT_FILE=str(script),
+        **env,
+    )
+
+
 def boundary_turn(tmp_path: Path, data_dir: Path) -> Path:
     """A script: the probe command, then ``read`` of Iris's token file by its host path."""
     command = f"DATA={data_dir}\n{PROBE_COMMAND}"

@@ -12,16 +12,36 @@ from pathlib import Path
 
 import pytest
 
-from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
+from iris_runtime.testing.server import IrisServer
 from iris_runtime.tools.sandbox.base import SandboxSpec
 from iris_runtime.tools.sandbox.docker import DockerSandbox
 from tests.provisioning.dockerd import Dockerd
 from tests.sandbox.docker_image import start_container
-from tests.sandbox.docker_level import one_command
+from tests.sandbox.docker_level import one_command, serve_refused
 from tests.sandbox.support import assert_boundary, served_turn
 from tests.web.conftest import SSEReader
 
 pytestmark = pytest.mark.timeout(300)
+
+RunOne = Callable[[dict[str, object]], IrisServer]
+
+
+@pytest.fixture
+def run_one(
+    tmp_path: Path, start_iris: Callable[..., IrisServer], container: str, dockerd: Dockerd
+) -> RunOne:
+    """Start an Iris in this test's container whose model runs the one bash command given."""
+    return lambda args: one_command(start_iris, tmp_path, dockerd, container, args)
+
+
+def processes_after_the_turn(iris: IrisServer, dockerd: Dockerd, container: str) -> str:
+    """Run the turn, then list the container's processes (the host's ps, for the container)."""
+    assert iris.post("/sessions/k/message", json_body={"text": "go"}).json()["text"] == "ok"
+    top = dockerd.docker("top", container)
+    assert top.returncode == 0, top.stderr
+    # The listing is real, and the container's own process (root) is untouched.
+    assert "sleep infinity" in top.stdout
+    return top.stdout
 
 
 def test_docker_boundary_seen_by_a_model_turn(
@@ -46,59 +66,26 @@ def test_a_stopped_container_stops_serve(
     dockerd: Dockerd,
 ) -> None:
     dockerd.docker("stop", "-t", "0", container)
-    env = clean_environment(
-        IRIS_DATA_DIR=str(tmp_path / "data"),
-        IRIS_API_PORT=str(free_port()),
-        DOCKER_HOST=dockerd.host,
-    )
-    result = run_iris("serve", "--sandbox", f"docker:{container}", env=env, timeout=60)
-    assert result.returncode != 0
-    assert f"container {container!r} is not running" in result.stderr
+    stderr = serve_refused(tmp_path, dockerd, container)
+    assert f"container {container!r} is not running" in stderr
 
 
 def test_timeout_kills_what_the_command_started_in_the_container(
-    tmp_path: Path,
-    start_iris: Callable[..., IrisServer],
-    container: str,
-    dockerd: Dockerd,
+    run_one: RunOne, container: str, dockerd: Dockerd
 ) -> None:
-    command = {"command": "sleep 987 & sleep 986", "timeout": 1}
-    iris = one_command(
-        start_iris,
-        tmp_path,
-        dockerd,
-        container,
-        command,
-    )
-    assert iris.post("/sessions/k/message", json_body={"text": "go"}).json()["text"] == "ok"
-    top = dockerd.docker("top", container)  # the host's ps, for the container's processes
-    assert top.returncode == 0, top.stderr
-    assert "sleep infinity" in top.stdout  # the listing is real
-    assert "sleep 98" not in top.stdout
+    iris = run_one({"command": "sleep 987 & sleep 986", "timeout": 1})
+    assert "sleep 98" not in processes_after_the_turn(iris, dockerd, container)
 
 
 def test_background_processes_end_with_the_command(
-    tmp_path: Path,
-    start_iris: Callable[..., IrisServer],
-    container: str,
-    dockerd: Dockerd,
+    run_one: RunOne, container: str, dockerd: Dockerd
 ) -> None:
     # One keeps the run's marker; the other drops it (a fresh environment) and is caught by the
     # sweep once no command runs.
-    command = {"command": "sleep 977 & env -i /bin/sleep 976 & echo started"}
-    iris = one_command(
-        start_iris,
-        tmp_path,
-        dockerd,
-        container,
-        command,
-    )
-    assert iris.post("/sessions/k/message", json_body={"text": "go"}).json()["text"] == "ok"
-    top = dockerd.docker("top", container)
-    assert top.returncode == 0, top.stderr
-    assert "sleep infinity" in top.stdout  # the container's own process (root) is untouched
-    assert "sleep 977" not in top.stdout
-    assert "sleep 976" not in top.stdout
+    iris = run_one({"command": "sleep 977 & env -i /bin/sleep 976 & echo started"})
+    processes = processes_after_the_turn(iris, dockerd, container)
+    assert "sleep 977" not in processes
+    assert "sleep 976" not in processes
 
 
 def test_a_run_in_flight_survives_another_runs_end(
@@ -146,19 +133,9 @@ def test_a_run_in_flight_survives_another_runs_end(
 
 
 def test_a_container_recreated_under_the_same_name_gets_no_command(
-    tmp_path: Path,
-    start_iris: Callable[..., IrisServer],
-    container: str,
-    dockerd: Dockerd,
+    tmp_path: Path, run_one: RunOne, container: str, dockerd: Dockerd
 ) -> None:
-    command = {"command": "touch /tmp/reached; echo reached"}
-    iris = one_command(
-        start_iris,
-        tmp_path,
-        dockerd,
-        container,
-        command,
-    )
+    iris = run_one({"command": "touch /tmp/reached; echo reached"})
     dockerd.docker("rm", "-f", container)
     docker_env = {**os.environ, "DOCKER_HOST": dockerd.host}
     start_container(docker_env, container, tmp_path / "data" / "work")

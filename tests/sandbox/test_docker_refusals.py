@@ -9,28 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
+from iris_runtime.testing.server import IrisServer
 from tests.provisioning.dockerd import Dockerd
 from tests.sandbox.docker_image import start_container
-from tests.sandbox.docker_level import one_command, scripted
+from tests.sandbox.docker_level import one_command, serve_refused
+from tests.sandbox.support import scripted
 from tests.web.conftest import SSEReader
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _serve_refusal(tmp_path: Path, dockerd: Dockerd, name: str, **env: str) -> str:
-    cli_env = clean_environment(
-        IRIS_DATA_DIR=str(tmp_path / "data"),
-        IRIS_API_PORT=str(free_port()),
-        DOCKER_HOST=dockerd.host,
-        **env,
-    )
-    try:
-        result = run_iris("serve", "--sandbox", f"docker:{name}", env=cli_env, timeout=60)
-    finally:
-        dockerd.docker("rm", "-f", name)
-    assert result.returncode != 0
-    return result.stderr
 
 
 def test_a_container_without_the_work_folder_stops_serve(
@@ -40,7 +26,7 @@ def test_a_container_without_the_work_folder_stops_serve(
 ) -> None:
     name = "iris-box-elsewhere"
     start_container({**os.environ, "DOCKER_HOST": dockerd.host}, name, tmp_path / "elsewhere")
-    assert "must show the work folder at /workspace" in _serve_refusal(tmp_path, dockerd, name)
+    assert "must show the work folder at /workspace" in serve_refused(tmp_path, dockerd, name)
 
 
 # (docker run flags, the reason Iris gives); "{data}" is Iris's data folder.
@@ -97,7 +83,7 @@ def test_a_container_that_hands_commands_the_host_stops_serve(
     # what Iris reads (it is refused before it is found stopped).
     docker_env = {**os.environ, "DOCKER_HOST": dockerd.host}
     start_container(docker_env, name, data / "work", *extra, start=False)
-    stderr = _serve_refusal(tmp_path, dockerd, name)
+    stderr = serve_refused(tmp_path, dockerd, name)
     assert f"container {name!r} would hand commands the host: " in stderr
     assert reason.format(data=data) in stderr
 
@@ -108,7 +94,7 @@ def test_a_container_without_no_new_privileges_stops_serve(
     name = "iris-box-nnp"
     docker_env = {**os.environ, "DOCKER_HOST": dockerd.host}
     start_container(docker_env, name, tmp_path / "data" / "work", no_new_privileges=False)
-    stderr = _serve_refusal(tmp_path, dockerd, name)
+    stderr = serve_refused(tmp_path, dockerd, name)
     assert "it lacks --security-opt no-new-privileges" in stderr
 
 
@@ -127,7 +113,7 @@ def test_a_volume_that_binds_a_host_folder_stops_serve(
     docker_env = {**os.environ, "DOCKER_HOST": dockerd.host}
     try:
         start_container(docker_env, name, data / "work", "-v", f"{volume}:/data", start=False)
-        stderr = _serve_refusal(tmp_path, dockerd, name)
+        stderr = serve_refused(tmp_path, dockerd, name)
     finally:
         dockerd.docker("volume", "rm", "-f", volume)
     assert f"/data is a volume that binds the host's {data}" in stderr
@@ -176,7 +162,7 @@ def test_the_engine_socket_bound_in_stops_serve(
         "-v",
         f"{Path(socket).parent}:/run/engine",
     )
-    stderr = _serve_refusal(tmp_path, dockerd, name)
+    stderr = serve_refused(tmp_path, dockerd, name)
     assert f"/run/engine shows the container engine's socket ({Path(socket).parent})" in stderr
 
 

@@ -22,7 +22,7 @@ from iris_runtime.tools.sandbox.base import SandboxUnavailable
 from iris_runtime.tools.sandbox.firecracker_plan import tap_plan
 from iris_runtime.tools.sandbox.firecracker_taps import TapAllocator
 from tests.sandbox.fake_firecracker import install
-from tests.sandbox.support import assert_boundary, require_tools, served_turn
+from tests.sandbox.support import assert_boundary, require_tools, scripted, served_turn
 from tests.web.conftest import SSEReader
 
 
@@ -153,19 +153,9 @@ def _networked_iris(
     folder.mkdir()
     env, record = _environment(folder)
     env["IRIS_FIRECRACKER_TAP_LOCKS"] = str(locks)  # host-wide, as on a real host
-    script = folder / "script.json"
     command = {"command": "sleep 3; echo ran", "timeout": 60}
     turns = [[{"tool": "bash", "args": command}], [{"text": "ok"}]]
-    script.write_text(json.dumps({"rules": [{"when": "", "turns": turns}]}))
-    iris = start_iris(
-        folder / "data",
-        IRIS_LOAD_PLUGINS="scripted",
-        IRIS_PROVIDER="scripted",
-        IRIS_SCRIPT_FILE=str(script),
-        IRIS_SANDBOX="firecracker:net",
-        **env,
-        **extra,
-    )
+    iris = scripted(start_iris, folder, turns, IRIS_SANDBOX="firecracker:net", **env, **extra)
     return iris, record
 
 

@@ -40,6 +40,10 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes = b"", **fields: object) -
 
 
 def _hostile_tar(plan: VmPlan, outside: Path, exit_text: bytes) -> None:
+    """The guest's tar, aiming every way it can at ``outside`` (made here, with a victim
+    file) and at the host, around one kept file; its exit file says ``exit_text``."""
+    outside.mkdir()
+    (outside / "victim").write_text("victim\n")
     with tarfile.open(plan.chroot / OUT_DRIVE, "w") as tar:
         _add(tar, "./link", type=tarfile.SYMTYPE, linkname=str(outside))
         _add(tar, "./link/planted", b"through the link\n")
@@ -56,8 +60,6 @@ def _hostile_tar(plan: VmPlan, outside: Path, exit_text: bytes) -> None:
 def test_only_files_and_folders_land_in_the_work_folder(tmp_path: Path) -> None:
     plan = _plan(tmp_path)
     outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "victim").write_text("victim\n")
     _hostile_tar(plan, outside, b"3\n")
     assert copy_out(plan) == 3
     work = Path(plan.workspace)
@@ -73,9 +75,6 @@ def test_only_files_and_folders_land_in_the_work_folder(tmp_path: Path) -> None:
 
 def test_a_broken_exit_file_keeps_the_workspace(tmp_path: Path) -> None:
     plan = _plan(tmp_path)
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "victim").write_text("victim\n")
-    _hostile_tar(plan, outside, b"not a number\n")
+    _hostile_tar(plan, tmp_path / "outside", b"not a number\n")
     assert copy_out(plan) == 1
     assert (Path(plan.workspace) / "dir" / "kept.txt").read_text() == "kept\n"

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
+from iris_runtime.testing.server import IrisServer, free_port, run_iris
 from tests.sandbox.support import assert_boundary, require_tools, served_turn
-from tests.test_plugins import python_path
+from tests.test_plugins import cli_env, python_path
 
 
 def test_a_plugin_level_serves_a_turn(
@@ -27,12 +27,7 @@ def test_a_plugin_level_serves_a_turn(
 
 
 def test_a_level_whose_probe_shows_the_host_stops_serve(tmp_path: Path) -> None:
-    env = clean_environment(
-        PYTHONPATH=python_path(),
-        IRIS_DATA_DIR=str(tmp_path / "data"),
-        IRIS_API_PORT=str(free_port()),
-        IRIS_LOAD_PLUGINS="probe",
-    )
+    env = cli_env(tmp_path, IRIS_API_PORT=str(free_port()), IRIS_LOAD_PLUGINS="probe")
     result = run_iris("serve", "--sandbox", "probe-leaky", env=env, timeout=60)
     assert result.returncode != 0
     assert "sandbox 'probe-leaky' shows the host" in result.stderr
@@ -42,12 +37,7 @@ def test_a_level_whose_probe_shows_the_host_stops_serve(tmp_path: Path) -> None:
 def test_a_wrap_only_level_is_refused_unless_unproven_is_asked_for(tmp_path: Path) -> None:
     """A plugin level with only ``wrap()`` has no view and no probe: it runs on the host's data
     dir. ``iris serve`` refuses it unless IRIS_SANDBOX_UNPROVEN=1; then doctor warns."""
-    env = clean_environment(
-        PYTHONPATH=python_path(),
-        IRIS_DATA_DIR=str(tmp_path / "data"),
-        IRIS_API_PORT=str(free_port()),
-        IRIS_LOAD_PLUGINS="probe",
-    )
+    env = cli_env(tmp_path, IRIS_API_PORT=str(free_port()), IRIS_LOAD_PLUGINS="probe")
     refused = run_iris("serve", "--sandbox", "probe", env=env, timeout=60)
     assert refused.returncode != 0
     assert "IRIS_SANDBOX_UNPROVEN=1" in refused.stderr

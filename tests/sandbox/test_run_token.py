@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from iris_runtime.testing.server import IrisServer
-from tests.sandbox.support import require_tools
+from tests.sandbox.support import require_tools, scripted
 
 SKILL = "---\nname: feeds\ndescription: Read the feeds.\nsecrets: [FEED_KEY]\n---\nUse FEED_KEY.\n"
 COMMAND = r"""
@@ -29,16 +29,8 @@ def test_a_run_token_reads_only_the_skills_secrets_and_dies_with_the_run(
     data_dir = tmp_path / "data"
     (data_dir / "skills" / "feeds").mkdir(parents=True)
     (data_dir / "skills" / "feeds" / "SKILL.md").write_text(SKILL)
-    script = tmp_path / "script.json"
     turns = [[{"tool": "bash", "args": {"command": COMMAND}}], [{"text": "done"}]]
-    script.write_text(json.dumps({"rules": [{"when": "", "turns": turns}]}))
-    iris = start_iris(
-        data_dir,
-        IRIS_LOAD_PLUGINS="scripted",
-        IRIS_PROVIDER="scripted",
-        IRIS_SCRIPT_FILE=str(script),
-        IRIS_SANDBOX="namespace:net",
-    )
+    iris = scripted(start_iris, tmp_path, turns, IRIS_SANDBOX="namespace:net")
     for name, value in (("FEED_KEY", "feed-value-1"), ("OTHER_KEY", "other-value-2")):
         put = iris.request("PUT", f"/secrets/{name}", json_body={"value": value})
         assert put.status == 200, put.body

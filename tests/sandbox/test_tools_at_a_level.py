@@ -35,23 +35,28 @@ def _open(level: str, data_dir: Path) -> Sandbox:
     return open_sandbox(level, BUILT_IN_LEVELS, data_dir, {})
 
 
+def _context(data_dir: Path, level: str, sandbox: Sandbox | None) -> ToolContext:
+    """The tools' context in ``data_dir`` at ``level``, run by ``sandbox`` (None: the level is
+    not open here)."""
+    return ToolContext(
+        workspace=data_dir,
+        channel_dir=data_dir / "chan",
+        abort=threading.Event(),
+        upload_file=lambda path, title: None,
+        sandbox=level,
+        sandboxes={} if sandbox is None else {level: sandbox},
+    )
+
+
 @pytest.fixture(params=LEVELS)
 def ctx(request: pytest.FixtureRequest, tmp_path: Path) -> ToolContext:
     data_dir = tmp_path / "data"
     data_dir.mkdir(mode=0o700)
     (data_dir / "api-token").write_text("secret-token\n")
     (data_dir / "MEMORY.md").write_text("remember this\n")
-    sandbox = _open(request.param, data_dir)
-    return ToolContext(
-        workspace=data_dir,
-        channel_dir=data_dir / "chan",
-        abort=threading.Event(),
-        upload_file=lambda path, title: None,
-        timeout_seconds=30,
-        output_max_chars=2000,
-        sandbox=request.param,
-        sandboxes={request.param: sandbox},
-    )
+    made = _context(data_dir, request.param, _open(request.param, data_dir))
+    made.timeout_seconds, made.output_max_chars = 30, 2000
+    return made
 
 
 def _running(marker: str) -> list[str]:
@@ -127,14 +132,7 @@ def test_switching_levels_hands_the_work_folder_over(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir(mode=0o700)
     first = _open("gvisor:ptrace", data_dir)
-    ctx = ToolContext(
-        workspace=data_dir,
-        channel_dir=data_dir / "chan",
-        abort=threading.Event(),
-        upload_file=lambda path, title: None,
-        sandbox="gvisor:ptrace",
-        sandboxes={"gvisor:ptrace": first},
-    )
+    ctx = _context(data_dir, "gvisor:ptrace", first)
     assert not BashTool().run({"command": "mkdir -p d && echo one > d/f"}, ctx).is_error
     second = _open("namespace", data_dir)
     ctx.sandbox, ctx.sandboxes = "namespace", {"namespace": second}
@@ -188,14 +186,7 @@ def test_file_tools_never_follow_a_swapped_symlink(ctx: ToolContext) -> None:
 def test_file_tools_refuse_when_the_level_is_missing(tmp_path: Path) -> None:
     """As bash does: a level not available here never falls back to the host's data dir."""
     (tmp_path / "api-token").write_text("secret-token\n")
-    ctx = ToolContext(
-        workspace=tmp_path,
-        channel_dir=tmp_path / "chan",
-        abort=threading.Event(),
-        upload_file=lambda path, title: None,
-        sandbox="gvisor",
-        sandboxes={},
-    )
+    ctx = _context(tmp_path, "gvisor", None)
     for result in (
         ReadTool().run({"path": "api-token"}, ctx),
         WriteTool().run({"path": "x.txt", "content": "x"}, ctx),

@@ -24,8 +24,7 @@ from typing import Any
 import requests
 
 from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
-from iris_runtime.testing.subagent import SubAgent, SubAgents
-from tests.bridge.conftest import register
+from iris_runtime.testing.subagent import SubAgent, SubAgents, register
 from tests.security.token_matrix import API, BRIDGE, WEBUI
 
 A_SECRET, B_SECRET, NOBODYS = "MATRIX_A_KEY", "MATRIX_B_KEY", "MATRIX_NOBODYS_KEY"

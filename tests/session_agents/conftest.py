@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from iris_runtime.testing.fake_llm import FAKE_API_KEY, FakeAnthropic
+from iris_runtime.testing.fake_llm import FakeAnthropic
 from iris_runtime.testing.server import IrisServer
 from tests.session_agents import model
 
@@ -35,9 +35,7 @@ def serve(start_iris: Start, llm: FakeAnthropic, tmp_path: Path) -> Callable[...
             (data / "session-agents.json").write_text(json.dumps(config))
         return start_iris(
             data,
-            IRIS_PROVIDER="anthropic",
-            ANTHROPIC_API_KEY=FAKE_API_KEY,
-            ANTHROPIC_BASE_URL=llm.base_url,
+            **llm.iris_env(),
             IRIS_MODEL="claude-sonnet-5-5",
             IRIS_PROVIDER_MAX_RETRIES="0",
             **env,

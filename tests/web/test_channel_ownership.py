@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -21,7 +21,14 @@ from iris_runtime.testing.server import IrisServer
 from tests.bridge.fault_tools import wait_for
 from tests.web.test_openapi import SPEC_PATH, assert_documented
 
-# (channel id, status, code, the transport the error must name)
+
+class Refusal(NamedTuple):
+    channel: str
+    status: int
+    code: str
+    transport: str  # the transport the error must name
+
+
 REFUSED = [
     ("tg-ops", 404, "no_such_channel", "telegram"),
     ("tg-notachat", 404, "no_such_channel", "telegram"),
@@ -38,6 +45,12 @@ REFUSED = [
 ]
 # Channels that are nobody's shape stay with the bridge, as before.
 BRIDGED = ["SESSION-own-1", "BRIDGE-ops", "ops", "C1", "GENERAL", "c3po"]
+
+
+@pytest.fixture(params=REFUSED, ids=[refusal[0] for refusal in REFUSED])
+def refusal(request: pytest.FixtureRequest) -> Refusal:
+    """Each refused channel, for each way of addressing it (the request differs per test)."""
+    return Refusal(*request.param)
 
 
 @pytest.fixture(scope="module")
@@ -59,15 +72,10 @@ def assert_nothing_written(server: IrisServer, channel: str) -> None:
     assert not (server.data_dir / channel).exists(), f"{channel}/ was created"
 
 
-@pytest.mark.parametrize(("channel", "status", "code", "transport"), REFUSED)
 def test_an_escalation_to_a_channel_nobody_serves_is_refused(
-    spec: dict[str, Any],
-    shared_iris_server: IrisServer,
-    channel: str,
-    status: int,
-    code: str,
-    transport: str,
+    spec: dict[str, Any], shared_iris_server: IrisServer, refusal: Refusal
 ) -> None:
+    channel, status, code, transport = refusal
     reply = shared_iris_server.post(
         "/escalate", json_body={"text": "disk full", "channel": channel}
     )
@@ -76,15 +84,10 @@ def test_an_escalation_to_a_channel_nobody_serves_is_refused(
     assert_nothing_written(shared_iris_server, channel)
 
 
-@pytest.mark.parametrize(("channel", "status", "code", "transport"), REFUSED)
 def test_a_channel_event_for_a_channel_nobody_serves_is_refused(
-    spec: dict[str, Any],
-    shared_iris_server: IrisServer,
-    channel: str,
-    status: int,
-    code: str,
-    transport: str,
+    spec: dict[str, Any], shared_iris_server: IrisServer, refusal: Refusal
 ) -> None:
+    channel, status, code, transport = refusal
     reply = shared_iris_server.post(f"/channels/{channel}/events", json_body={"text": "wake up"})
     body = assert_documented(spec, "POST", "/channels/{channel_id}/events", reply, status)
     assert_refused(body, channel, code, transport)
@@ -92,15 +95,10 @@ def test_a_channel_event_for_a_channel_nobody_serves_is_refused(
     assert_nothing_written(shared_iris_server, channel)
 
 
-@pytest.mark.parametrize(("channel", "status", "code", "transport"), REFUSED)
 def test_an_api_event_for_a_channel_nobody_serves_is_refused(
-    spec: dict[str, Any],
-    shared_iris_server: IrisServer,
-    channel: str,
-    status: int,
-    code: str,
-    transport: str,
+    spec: dict[str, Any], shared_iris_server: IrisServer, refusal: Refusal
 ) -> None:
+    channel, status, code, transport = refusal
     name = "refused-" + channel.replace(".", "-").lower()
     body = {"name": name, "type": "immediate", "channelId": channel, "text": "wake up"}
     reply = shared_iris_server.post("/events", json_body=body)

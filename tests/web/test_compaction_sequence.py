@@ -12,7 +12,7 @@ from typing import Any
 
 from iris_runtime.engine.compaction import SUMMARY_SYSTEM
 from iris_runtime.engine.sessions import SUMMARY_HEADER
-from iris_runtime.testing.fake_llm import FAKE_API_KEY, FakeAnthropic, Reply, Text
+from iris_runtime.testing.fake_llm import FakeAnthropic, Reply, Text
 from iris_runtime.testing.server import IrisServer
 
 Start = Callable[..., IrisServer]
@@ -41,9 +41,7 @@ def start(start_iris: Start, fake: FakeAnthropic, data_dir: Path, window: int) -
     tiny_model(data_dir, window)
     return start_iris(
         data_dir,
-        IRIS_PROVIDER="anthropic",
-        ANTHROPIC_API_KEY=FAKE_API_KEY,
-        ANTHROPIC_BASE_URL=fake.base_url,
+        **fake.iris_env(),
         IRIS_MODEL="tiny-claude",
         IRIS_PROVIDER_MAX_RETRIES="0",
     )

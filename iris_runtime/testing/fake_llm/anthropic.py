@@ -99,6 +99,18 @@ class FakeAnthropic(FakeLLMServer):
 
     base_path = ""
 
+    def iris_env(self) -> dict[str, str]:
+        """Environment for an Iris whose model is served by this fake."""
+        return {
+            "IRIS_PROVIDER": "anthropic",
+            "ANTHROPIC_API_KEY": self.api_key,
+            "ANTHROPIC_BASE_URL": self.base_url,
+        }
+
+    def system_text(self, request: int = 0) -> str:
+        """The system prompt of the ``request``-th request, its blocks joined."""
+        return "".join(block["text"] for block in self.requests[request]["body"]["system"])
+
     # --- errors
 
     def _error(

@@ -21,7 +21,7 @@ from iris_skill_get_secret import cli
 
 from iris_runtime.agents.registry import AgentRegistry
 from iris_runtime.secrets.backend import SECRET_NAME_RE
-from iris_runtime.testing.fake_llm import FAKE_API_KEY, FakeAnthropic
+from iris_runtime.testing.fake_llm import FakeAnthropic
 from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
 
 pytestmark = pytest.mark.slow
@@ -349,16 +349,12 @@ def test_iris_plugins_lists_the_skill_plugin(tmp_path: Path) -> None:
 def test_a_served_iris_lists_the_skill_in_its_system_prompt(
     start_iris: Callable[..., IrisServer], fake_anthropic: FakeAnthropic
 ) -> None:
-    iris = start_iris(
-        IRIS_PROVIDER="anthropic",
-        ANTHROPIC_API_KEY=FAKE_API_KEY,
-        ANTHROPIC_BASE_URL=fake_anthropic.base_url,
-    )
+    iris = start_iris(**fake_anthropic.iris_env())
 
     reply = iris.post("/sessions/skills/message", json_body={"text": "which skills?"})
 
     assert reply.status == 200, reply.body
-    system = "".join(block["text"] for block in fake_anthropic.requests[0]["body"]["system"])
+    system = fake_anthropic.system_text()
     skill_md = Path(cli.__file__).parent / "skill" / "SKILL.md"
     assert "- get-secret: Fetch an API key, password or other secret by name" in system
     assert str(skill_md) in system

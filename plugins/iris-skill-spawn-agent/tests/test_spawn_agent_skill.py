@@ -14,7 +14,7 @@ from iris_skill_spawn_agent.plugin import SKILL_DIR
 
 import iris_runtime
 from iris_runtime.engine.skills import load_skill
-from iris_runtime.testing.fake_llm import FAKE_API_KEY, FakeAnthropic
+from iris_runtime.testing.fake_llm import FakeAnthropic
 from iris_runtime.testing.server import IrisServer
 
 pytestmark = pytest.mark.slow
@@ -34,14 +34,9 @@ def test_the_skill_describes_the_command() -> None:
 def test_a_served_iris_lists_the_skill_in_its_system_prompt(
     start_iris: Callable[..., IrisServer], fake_anthropic: FakeAnthropic
 ) -> None:
-    iris = start_iris(
-        IRIS_PROVIDER="anthropic",
-        ANTHROPIC_API_KEY=FAKE_API_KEY,
-        ANTHROPIC_BASE_URL=fake_anthropic.base_url,
-    )
+    iris = start_iris(**fake_anthropic.iris_env())
     assert iris.post("/sessions/skills/message", json_body={"text": "hi"}).status == 200
-    system = "".join(block["text"] for block in fake_anthropic.requests[0]["body"]["system"])
-    assert "- spawn-agent: Create a new sub-agent" in system
+    assert "- spawn-agent: Create a new sub-agent" in fake_anthropic.system_text()
 
 
 def test_iris_spawns_an_agent_with_its_bash_tool(

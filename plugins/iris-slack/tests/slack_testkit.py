@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from iris_runtime.testing.fake_slack import FakeSlack, Message
-from iris_runtime.testing.server import IrisServer, clean_environment, run_iris
+from iris_runtime.testing.server import IrisServer
 
 
 def slack_fake(**kwargs: Any) -> FakeSlack:
@@ -20,6 +20,14 @@ def slack_fake(**kwargs: Any) -> FakeSlack:
         app_token="xapp-" + secrets.token_hex(16),
         **kwargs,
     ).start()
+
+
+def stopped_clean(fake: FakeSlack) -> Iterator[FakeSlack]:
+    """``fake`` for a fixture to ``yield from``: stopped once its tests are done, which then fail
+    if a bug inside the fake showed (``fake.errors``)."""
+    yield fake
+    fake.stop()
+    assert fake.errors == [], fake.errors
 
 
 def serve(data_dir: Path, fake: FakeSlack, script: Path | None = None, **env: str) -> IrisServer:
@@ -85,13 +93,3 @@ def final_reply(fake: FakeSlack, channel: str, thread: str, text: str) -> list[M
         return found if any(m.current_text == text for m in found) else []
 
     return fake.wait_for(done, f"a reply reading {text!r} in {channel}/{thread}")
-
-
-def register_agent(iris: IrisServer, name: str, url: str, token: str | None = None) -> None:
-    """``iris agents register`` through the real CLI, with the agent's own bridge ``token``."""
-    env = clean_environment(IRIS_DATA_DIR=str(iris.data_dir))
-    if token is None:
-        done = run_iris("agents", "register", name, url, env=env)
-    else:  # on stdin: a token never goes in argv
-        done = run_iris("agents", "register", name, url, "--token-stdin", env=env, stdin=token)
-    assert done.returncode == 0, done.stderr

@@ -12,17 +12,15 @@ import pytest
 from slack_testkit import (
     final_reply,
     log_entries,
-    register_agent,
     serve,
     settled_reply,
-    slack_fake,
     wait_until,
     write_rules,
 )
 
 from iris_runtime.testing.fake_slack import FakeSlack
 from iris_runtime.testing.server import IrisServer
-from iris_runtime.testing.subagent import SubAgent, SubAgents
+from iris_runtime.testing.subagent import SubAgent, SubAgents, register
 
 pytestmark = pytest.mark.slow
 
@@ -41,19 +39,6 @@ HELPER_RULES: list[dict[str, Any]] = [
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("slack-agents")
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeSlack]:
-    fake = slack_fake()
-    yield fake
-    fake.stop()
-    assert fake.errors == [], fake.errors
-
-
-@pytest.fixture(scope="module")
 def helper(base: Path) -> Iterator[SubAgent]:
     agents = SubAgents(base)
     yield agents.start("helper", HELPER_RULES)
@@ -64,7 +49,7 @@ def helper(base: Path) -> Iterator[SubAgent]:
 def iris(base: Path, fake: FakeSlack, helper: SubAgent) -> Iterator[IrisServer]:
     script = write_rules(base / "iris-script.json", [])
     server = serve(base / "data", fake, script, IRIS_SCRIPT_CALLS_FILE=str(base / "calls.jsonl"))
-    register_agent(server, "helper", helper.bridge_url, token=helper.token)
+    register(server, "helper", helper.bridge_url, token=helper.token)
     yield server
     server.stop()
 

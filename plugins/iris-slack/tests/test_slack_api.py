@@ -16,7 +16,7 @@ import pytest
 from iris_slack.api import SlackApi, SlackError, classify
 from iris_slack.config import SlackConfig
 from iris_slack.ordering import OrderedLanes
-from slack_testkit import slack_fake
+from slack_testkit import slack_fake, stopped_clean
 
 from iris_runtime.testing.fake_slack import (
     ApplyThenDrop,
@@ -29,10 +29,7 @@ from iris_runtime.transport_kit.edit_pacing import EditPacer
 
 @pytest.fixture
 def fake() -> Iterator[FakeSlack]:
-    fake = slack_fake()
-    yield fake
-    fake.stop()
-    assert fake.errors == [], fake.errors
+    yield from stopped_clean(slack_fake())
 
 
 def api_for(fake: FakeSlack) -> SlackApi:

@@ -19,11 +19,11 @@ import pytest
 from slack_testkit import (
     final_reply,
     log_entries,
-    register_agent,
     replies,
     serve,
     settled_reply,
     slack_fake,
+    stopped_clean,
     write_rules,
 )
 
@@ -31,7 +31,7 @@ from iris_runtime.engine.transport import ChannelShape
 from iris_runtime.testing.fake_slack import FakeSlack
 from iris_runtime.testing.relay_agent import RelayAgent
 from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
-from iris_runtime.testing.subagent import SubAgent, SubAgents
+from iris_runtime.testing.subagent import SubAgent, SubAgents, register
 
 pytestmark = pytest.mark.slow
 
@@ -62,19 +62,12 @@ def write_channels(data_dir: Path, channels: dict[str, Any] | str) -> None:
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("slack-modes")
-
-
-@pytest.fixture(scope="module")
 def fake() -> Iterator[FakeSlack]:
     fake = slack_fake()
     for channel in [*CHANNELS, "CPLAIN001"]:
         fake.add_channel(channel, channel.lower())
     fake.add_user(ADMIN, "admin")
-    yield fake
-    fake.stop()
-    assert fake.errors == [], fake.errors
+    yield from stopped_clean(fake)
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +99,7 @@ def iris(base: Path, fake: FakeSlack, helper: SubAgent) -> Iterator[IrisServer]:
         IRIS_REACH_SOCKET=str(sockets / "reach.sock"),
     )
     # Registered after start: channels.json names it, and is taken once it is known.
-    register_agent(server, "helper", helper.bridge_url, token=helper.token)
+    register(server, "helper", helper.bridge_url, token=helper.token)
     yield server
     server.stop()
     relay.stop()

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slack_testkit import log_entries, serve, settled_reply, slack_fake, write_rules
+from slack_testkit import log_entries, serve, settled_reply, slack_fake, stopped_clean, write_rules
 
 from iris_runtime.testing.fake_slack import (
     DropConnection,
@@ -23,19 +23,12 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("slack-faults")
-
-
-@pytest.fixture(scope="module")
 def fake() -> Iterator[FakeSlack]:
     fake = slack_fake()
     # Slack is struggling while Iris starts: it must keep trying, not give up.
     fake.inject("auth.test", HttpFailure(503, "service_unavailable"), DropConnection())
     fake.inject("apps.connections.open", HttpFailure(500), RateLimited(retry_after=1))
-    yield fake
-    fake.stop()
-    assert fake.errors == [], fake.errors
+    yield from stopped_clean(fake)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from slack_testkit import replies, slack_fake, wait_until
+from slack_testkit import replies, slack_fake, stopped_clean, wait_until
 
 from iris_runtime.config import Settings
 from iris_runtime.engine.transport import LoggedMessagePoster
@@ -36,9 +36,7 @@ ANNOUNCE = "\n".join(
 def fake() -> Iterator[FakeSlack]:
     fake = slack_fake()
     fake.add_channel(CHANNEL, "general")
-    yield fake
-    fake.stop()
-    assert fake.errors == [], fake.errors
+    yield from stopped_clean(fake)
 
 
 @pytest.fixture

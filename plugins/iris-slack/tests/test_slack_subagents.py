@@ -5,9 +5,10 @@ there without a model turn; ``stop`` in the thread stops the sub-agents spawned 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from slack_testkit import log_entries, serve, settled_reply, slack_fake, wait_until, write_rules
+from slack_testkit import log_entries, serve, settled_reply, wait_until, write_rules
 
 from iris_runtime.testing.fake_slack import FakeSlack
 from iris_runtime.testing.server import IrisServer
@@ -34,16 +35,7 @@ RULES = [
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeSlack]:
-    fake = slack_fake()
-    yield fake
-    fake.stop()
-    assert fake.errors == [], fake.errors
-
-
-@pytest.fixture(scope="module")
-def iris(tmp_path_factory: pytest.TempPathFactory, fake: FakeSlack) -> Iterator[IrisServer]:
-    base = tmp_path_factory.mktemp("slack-subagents")
+def iris(base: Path, fake: FakeSlack) -> Iterator[IrisServer]:
     server = serve(base / "data", fake, write_rules(base / "script.json", RULES))
     yield server
     server.stop()

@@ -19,7 +19,6 @@ from slack_testkit import (
     replies,
     serve,
     settled_reply,
-    slack_fake,
     wait_until,
     write_rules,
 )
@@ -54,19 +53,6 @@ RULES: list[dict[str, Any]] = [
     },
 ]
 MAX_FILE_BYTES = 100_000
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("slack")
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeSlack]:
-    fake = slack_fake()
-    yield fake
-    fake.stop()
-    assert fake.errors == [], fake.errors
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,13 @@ picks the agent's model."""
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from telegram_harness import TelegramIris, new_chat
+
+from iris_runtime.testing import acp_agent
 
 pytestmark = pytest.mark.slow
 
@@ -18,17 +18,13 @@ pytestmark = pytest.mark.slow
 def test_a_mention_of_an_acp_agent_is_answered_and_its_model_chosen_in_the_chat(
     telegram_iris: Callable[..., TelegramIris], tmp_path: Path, socket_dir: Path
 ) -> None:
-    agents_d = tmp_path / "iris0" / "data" / "agents.d"
-    agents_d.mkdir(parents=True)
-    manifest = {
-        "kind": "coder",
-        "label": "Coder",
-        "bin": sys.executable,
-        "args": ["-m", "iris_runtime.testing.acp_agent", str(tmp_path / "coder.jsonl")],
-        "models": [{"id": "fast"}, {"id": "deep"}],
-        "modelEnv": "TEST_AGENT_MODEL",
-    }
-    (agents_d / "coder.json").write_text(json.dumps(manifest))
+    acp_agent.install(
+        tmp_path / "iris0" / "data" / "agents.d",
+        tmp_path / "coder.jsonl",
+        "coder",
+        models=[{"id": "fast"}, {"id": "deep"}],
+        modelEnv="TEST_AGENT_MODEL",
+    )
     iris = telegram_iris(IRIS_REACH_SOCKET=str(socket_dir / "reach.sock"))
     chat = -new_chat()
     asked = iris.fake.user_says(chat, "@coder tools")["message"]["message_id"]

@@ -33,8 +33,7 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
-from iris_runtime.testing.server import IrisServer, clean_environment, free_port, run_iris
-from iris_runtime.testing.subagent import SubAgent
+from iris_runtime.testing.server import IrisServer, free_port
 
 CHROMIUM = os.environ.get("IRIS_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -275,11 +274,3 @@ def chat(shared_webui: WebUI, shared_page: Page) -> Page:
     wait_connected(page)
     new_conversation(page)
     return page
-
-
-def register_agent(webui: WebUI, agent: SubAgent) -> None:
-    """``iris agents register`` against the Web UI Iris's data dir, through the real CLI."""
-    env = clean_environment(IRIS_DATA_DIR=str(webui.server.data_dir))
-    args = ("agents", "register", agent.name, agent.bridge_url, "--token-stdin")
-    done = run_iris(*args, env=env, stdin=agent.token)  # its own token, never in argv
-    assert done.returncode == 0, done.stderr

@@ -133,6 +133,14 @@ class WebIris:
         assert reply.status_code == 201, reply.text
         return str(reply.json()["id"])
 
+    def open_conversation(self) -> tuple[requests.Session, str, Socket]:
+        """Signed in, a new conversation, and a socket on it past its ``ready`` frame."""
+        http = self.login()
+        session = self.new_session(http)
+        sock = self.connect(http, session)
+        sock.recv()
+        return http, session, sock
+
     def connect(
         self,
         http: requests.Session,
@@ -215,12 +223,13 @@ def start_web_iris(tmp_path: Path) -> Iterator[Callable[..., WebIris]]:
         web.server.stop()
 
 
-def register_agent(iris: IrisServer, name: str, url: str, token: str | None = None) -> None:
-    """``iris agents register`` against Iris's data dir, through the real CLI, with the agent's
-    own bridge ``token`` (else Iris presents her API token to it)."""
-    env = clean_environment(IRIS_DATA_DIR=str(iris.data_dir))
-    if token is None:
-        done = run_iris("agents", "register", name, url, env=env)
-    else:  # on stdin: a token never goes in argv
-        done = run_iris("agents", "register", name, url, "--token-stdin", env=env, stdin=token)
-    assert done.returncode == 0, done.stderr
+def served_handmade_log(
+    start_web_iris: Callable[..., WebIris], data_dir: Path, log_text: str
+) -> tuple[WebIris, requests.Session]:
+    """A served Web UI whose data folder already holds conversation ``handmade`` with
+    ``log_text`` as its log (as a crash or a hand edit may leave it), and a signed-in client."""
+    folder = data_dir / "WEBUI-handmade"
+    folder.mkdir(parents=True)
+    (folder / "log.jsonl").write_text(log_text, encoding="utf-8")
+    web = start_web_iris(data_dir=data_dir)
+    return web, web.login()

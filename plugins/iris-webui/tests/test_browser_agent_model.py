@@ -3,29 +3,25 @@ picker, and choosing there is ``@kind /model ID`` (the next turn runs on it)."""
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from browser import WebUI, last_reply, new_conversation, problems, send, wait_connected, wait_idle
 from playwright.sync_api import expect
 
+from iris_runtime.testing import acp_agent
+
 
 def test_the_model_picker_chooses_an_acp_agents_model(
     start_webui: Callable[..., WebUI], tmp_path: Path, socket_dir: Path
 ) -> None:
-    agents_d = tmp_path / "webui0" / "data" / "agents.d"
-    agents_d.mkdir(parents=True)
-    manifest = {
-        "kind": "coder",
-        "label": "Coder",
-        "bin": sys.executable,
-        "args": ["-m", "iris_runtime.testing.acp_agent", str(tmp_path / "coder.jsonl")],
-        "models": [{"id": "fast", "label": "Fast"}, {"id": "deep", "label": "Deep"}],
-        "modelEnv": "TEST_AGENT_MODEL",
-    }
-    (agents_d / "coder.json").write_text(json.dumps(manifest))
+    acp_agent.install(
+        tmp_path / "webui0" / "data" / "agents.d",
+        tmp_path / "coder.jsonl",
+        "coder",
+        models=[{"id": "fast", "label": "Fast"}, {"id": "deep", "label": "Deep"}],
+        modelEnv="TEST_AGENT_MODEL",
+    )
     webui = start_webui(None, IRIS_REACH_SOCKET=str(socket_dir / "reach.sock"))
     page = webui.login()
     new_conversation(page)

@@ -7,18 +7,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 from browser import (
-    SubAgent,
     WebUI,
     last_reply,
     new_conversation,
     problems,
-    register_agent,
     screenshot,
     send,
     wait_connected,
     wait_idle,
 )
 from playwright.sync_api import expect
+
+from iris_runtime.testing.subagent import SubAgent, register
 
 
 def test_the_picker_routes_to_a_sub_agent_and_shows_its_errors(
@@ -43,7 +43,7 @@ def test_the_picker_routes_to_a_sub_agent_and_shows_its_errors(
         ],
     )
     webui = start_webui([{"when": "findings", "turns": [[{"text": "Iris answered instead"}]]}])
-    register_agent(webui, helper)
+    register(webui.server, helper.name, helper.bridge_url, token=helper.token)
     page = webui.login()
     new_conversation(page)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from server_harness import WebIris, register_agent
+from server_harness import WebIris
 
 from iris_runtime.testing.server import free_port
-from iris_runtime.testing.subagent import SubAgent
+from iris_runtime.testing.subagent import SubAgent, register
 
 
 def test_a_pinned_socket_talks_to_the_sub_agent_directly(
@@ -28,7 +28,7 @@ def test_a_pinned_socket_talks_to_the_sub_agent_directly(
         ],
     )
     web = start_web_iris()
-    register_agent(web.server, "helper", helper.bridge_url, token=helper.token)
+    register(web.server, "helper", helper.bridge_url, token=helper.token)
     http = web.login()
     agents = http.get(f"{web.url}/api/agents", timeout=30).json()
     assert agents == [{"name": "helper"}]  # the name only: no URL, no token
@@ -83,7 +83,7 @@ def test_a_dead_sub_agent_gives_the_bridges_error_not_silence(
     start_web_iris: Callable[..., WebIris],
 ) -> None:
     web = start_web_iris()
-    register_agent(web.server, "ghost", f"http://127.0.0.1:{free_port()}")  # nothing listens
+    register(web.server, "ghost", f"http://127.0.0.1:{free_port()}")  # nothing listens
     http = web.login()
     session = web.new_session(http)
     sock = web.connect(http, session, agent="ghost")

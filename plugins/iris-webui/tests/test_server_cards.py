@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from iris_webui.cards import RESULT_MAX_BYTES, tool_frame
-from server_harness import WebIris
+from server_harness import WebIris, served_handmade_log
 
 from iris_runtime.engine.transport import ToolEvent
 
@@ -57,10 +57,7 @@ def test_secrets_are_redacted_from_cards_on_the_socket_and_in_the_log(
     data_dir = tmp_path / "iris-data"
     web = start_web_iris(rules, data_dir=data_dir, IRIS_WEBUI_PASSWORD=password)
     token = web.server.token
-    http = web.login()
-    session = web.new_session(http)
-    sock = web.connect(http, session)
-    sock.recv()
+    http, session, sock = web.open_conversation()
     sock.send({"type": "message", "text": "leak it"})
     frames = sock.final()
     end = next(f for f in frames if f["type"] == "tool" and f["phase"] == "end")
@@ -80,9 +77,6 @@ def test_secrets_are_redacted_from_cards_on_the_socket_and_in_the_log(
 def test_a_hostile_or_cut_off_log_still_makes_a_history(
     start_web_iris: Callable[..., WebIris], tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "iris-data"
-    folder = data_dir / "WEBUI-handmade"
-    folder.mkdir(parents=True)
     card = {"id": "c1", "name": "bash", "title": "Run a command", "result": "ok"}
     entries: list[object] = [
         {"type": "message", "role": "user", "text": "first", "ts": "1", "attachments": "x.txt"},
@@ -98,11 +92,8 @@ def test_a_hostile_or_cut_off_log_still_makes_a_history(
         "just a string",
         {"type": "webui_tool", "card": card},  # trailing, and nothing runs the channel now
     ]
-    (folder / "log.jsonl").write_text(
-        "\n".join(json.dumps(e) for e in entries) + "\n{not json\n", encoding="utf-8"
-    )
-    web = start_web_iris(data_dir=data_dir)
-    http = web.login()
+    log_text = "\n".join(json.dumps(e) for e in entries) + "\n{not json\n"
+    web, http = served_handmade_log(start_web_iris, tmp_path / "iris-data", log_text)
     messages = web.history(http, "handmade")
     assert [(m["role"], m["text"], m.get("status")) for m in messages] == [
         ("user", "first", None),

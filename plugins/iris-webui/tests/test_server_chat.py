@@ -130,10 +130,7 @@ def test_stop_ends_the_run_as_stopped_and_two_tabs_follow(web: WebIris) -> None:
 
 
 def test_bad_frames_are_answered_and_oversized_ones_close_the_socket(web: WebIris) -> None:
-    http = web.login()
-    session = web.new_session(http)
-    sock = web.connect(http, session)
-    sock.recv()
+    *_, sock = web.open_conversation()
     sock.ws.send("not json")
     assert sock.recv()["code"] == "invalid_frame"
     sock.send({"type": "dance"})
@@ -160,10 +157,7 @@ def test_bad_frames_are_answered_and_oversized_ones_close_the_socket(web: WebIri
 
 
 def test_an_api_event_for_a_webui_channel_reaches_the_browser(web: WebIris) -> None:
-    http = web.login()
-    session = web.new_session(http)
-    sock = web.connect(http, session)
-    sock.recv()
+    _, session, sock = web.open_conversation()
     reply = web.server.post(
         f"/channels/WEBUI-{session}/events", json_body={"text": "a reminder from the API"}
     )
@@ -180,10 +174,7 @@ def test_an_api_event_for_a_webui_channel_reaches_the_browser(web: WebIris) -> N
 
 
 def test_an_escalation_posted_to_the_conversation_shows_and_stays(web: WebIris) -> None:
-    http = web.login()
-    session = web.new_session(http)
-    sock = web.connect(http, session)
-    sock.recv()
+    http, session, sock = web.open_conversation()
     reply = web.server.post(
         "/escalate", json_body={"text": "disk full", "channel": f"WEBUI-{session}"}
     )
@@ -198,10 +189,7 @@ def test_an_escalation_posted_to_the_conversation_shows_and_stays(web: WebIris) 
 
 
 def test_text_streams_while_the_model_writes_and_silence_stays_silent(web: WebIris) -> None:
-    http = web.login()
-    session = web.new_session(http)
-    sock = web.connect(http, session)
-    sock.recv()
+    *_, sock = web.open_conversation()
     sock.send({"type": "message", "text": "stream it"})
     replies = of(sock.final(), "reply")
     # The first piece of a turn shows at once; the turn's whole text follows, then the end.

@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import requests
 from server_harness import WebIris
 
+from iris_runtime.testing import acp_agent
 from iris_runtime.testing.relay_agent import RelayAgent
 from iris_runtime.testing.server import free_port
 
@@ -65,24 +68,23 @@ def test_a_relay_agent_is_picked_streams_and_draws_tool_cards(
         agent.stop()
 
 
+def serve_the_coder(
+    start_web_iris: Callable[..., WebIris], tmp_path: Path, socket_dir: Path, **manifest: Any
+) -> tuple[WebIris, requests.Session]:
+    """A served Web UI hosting the test ACP agent as ``coder`` (``manifest`` adds its keys),
+    and a signed-in client."""
+    data = tmp_path / "data"
+    acp_agent.install(data / "agents.d", tmp_path / "coder.jsonl", "coder", **manifest)
+    web = start_web_iris(data_dir=data, IRIS_REACH_SOCKET=str(socket_dir / "reach.sock"))
+    return web, web.login()
+
+
 def test_an_acp_agent_is_picked_streams_thinks_and_draws_tool_cards(
     start_web_iris: Callable[..., WebIris], tmp_path: Path, socket_dir: Path
 ) -> None:
-    import sys
-
-    data = tmp_path / "data"
-    agents_d = data / "agents.d"
-    agents_d.mkdir(parents=True)
-    manifest = {
-        "kind": "coder",
-        "label": "Coder",
-        "bin": sys.executable,
-        "args": ["-m", "iris_runtime.testing.acp_agent", str(tmp_path / "coder.jsonl")],
-        "models": [{"id": "fast"}, {"id": "deep"}],
-    }
-    (agents_d / "coder.json").write_text(json.dumps(manifest))
-    web = start_web_iris(data_dir=data, IRIS_REACH_SOCKET=str(socket_dir / "reach.sock"))
-    http = web.login()
+    web, http = serve_the_coder(
+        start_web_iris, tmp_path, socket_dir, models=[{"id": "fast"}, {"id": "deep"}]
+    )
     listed = http.get(f"{web.url}/api/agents", timeout=30).json()
     models = [{"id": "fast", "label": "fast"}, {"id": "deep", "label": "deep"}]
     assert listed == [{"name": "coder", "label": "Coder", "status": "ready", "models": models}]
@@ -106,25 +108,12 @@ def test_an_acp_agent_is_picked_streams_thinks_and_draws_tool_cards(
 def test_the_model_picker_sets_an_acp_agents_model_as_the_chat_command_does(
     start_web_iris: Callable[..., WebIris], tmp_path: Path, socket_dir: Path
 ) -> None:
-    import sys
-
-    data = tmp_path / "data"
-    agents_d = data / "agents.d"
-    agents_d.mkdir(parents=True)
-    manifest = {
-        "kind": "coder",
-        "label": "Coder",
-        "bin": sys.executable,
-        "args": ["-m", "iris_runtime.testing.acp_agent", str(tmp_path / "coder.jsonl")],
-        "models": [{"id": "fast", "label": "Fast"}, {"id": "deep", "label": "Deep"}],
-        "modelEnv": "TEST_AGENT_MODEL",
-    }
-    (agents_d / "coder.json").write_text(json.dumps(manifest))
-    web = start_web_iris(data_dir=data, IRIS_REACH_SOCKET=str(socket_dir / "reach.sock"))
-    http = web.login()
+    models = [{"id": "fast", "label": "Fast"}, {"id": "deep", "label": "Deep"}]
+    web, http = serve_the_coder(
+        start_web_iris, tmp_path, socket_dir, models=models, modelEnv="TEST_AGENT_MODEL"
+    )
     session = web.new_session(http)
     path = f"{web.url}/api/sessions/{session}/agents/coder/model"
-    models = [{"id": "fast", "label": "Fast"}, {"id": "deep", "label": "Deep"}]
     assert http.get(path, timeout=30).json() == {"model": None, "models": models}
 
     chosen = http.post(path, json={"model": "deep"}, timeout=30)

@@ -20,13 +20,21 @@ def upload(
     )
 
 
+def capped_conversation(
+    start_web_iris: Callable[..., WebIris], data_dir: Path
+) -> tuple[WebIris, requests.Session, str]:
+    """A served Web UI that takes uploads of up to ``LIMIT`` bytes, a signed-in client and a new
+    conversation of it."""
+    web = start_web_iris(data_dir=data_dir, IRIS_WEBUI_MAX_UPLOAD_BYTES=str(LIMIT))
+    http = web.login()
+    return web, http, web.new_session(http)
+
+
 def test_upload_download_and_the_agent_sees_the_file(
     start_web_iris: Callable[..., WebIris], tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "iris-data"
-    web = start_web_iris(data_dir=data_dir, IRIS_WEBUI_MAX_UPLOAD_BYTES=str(LIMIT))
-    http = web.login()
-    session = web.new_session(http)
+    web, http, session = capped_conversation(start_web_iris, data_dir)
     folder = data_dir / f"WEBUI-{session}"
 
     saved = upload(web, http, session, "notes.txt", b"the secret word is plum\n")
@@ -92,9 +100,7 @@ def test_uploads_are_capped_and_hostile_names_neutralised(
     start_web_iris: Callable[..., WebIris], tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "iris-data"
-    web = start_web_iris(data_dir=data_dir, IRIS_WEBUI_MAX_UPLOAD_BYTES=str(LIMIT))
-    http = web.login()
-    session = web.new_session(http)
+    web, http, session = capped_conversation(start_web_iris, data_dir)
 
     too_big = upload(web, http, session, "big.bin", b"x" * (LIMIT + 1))
     assert too_big.status_code == 413 and too_big.json()["code"] == "payload_too_large"

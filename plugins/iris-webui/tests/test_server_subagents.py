@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from notify_hook import announce, notify, notify_env, subagent_event
-from server_harness import Socket, WebIris
+from server_harness import Socket, WebIris, served_handmade_log
 
 ANNOUNCE = "**Status**: success\n**Result**: three sources agree\n\nruntime 5m12s"
 
@@ -125,9 +125,6 @@ def test_events_become_frames_and_cards_and_an_announce_is_shown_once(
 def test_history_places_cards_after_their_runs_reply_and_survives_a_hostile_log(
     start_web_iris: Callable[..., WebIris], tmp_path: Path
 ) -> None:
-    data_dir = tmp_path / "iris-data"
-    folder = data_dir / "WEBUI-handmade"
-    folder.mkdir(parents=True)
     tool = {"id": "c1", "name": "sessions_spawn", "title": "sessions_spawn", "result": "ok"}
     spawn = {"runId": "r1", "phase": "spawned", "status": "queued", "index": 1, "label": "one"}
     entries: list[object] = [
@@ -159,11 +156,8 @@ def test_history_places_cards_after_their_runs_reply_and_survives_a_hostile_log(
         },
         {"type": "message", "role": "assistant", "text": "no key", "posted": True},
     ]
-    (folder / "log.jsonl").write_text(
-        "\n".join(json.dumps(e) for e in entries) + "\n", encoding="utf-8"
-    )
-    web = start_web_iris(data_dir=data_dir)
-    http = web.login()
+    log_text = "\n".join(json.dumps(e) for e in entries) + "\n"
+    web, http = served_handmade_log(start_web_iris, tmp_path / "iris-data", log_text)
     messages = web.history(http, "handmade")
     assert [(m["role"], m.get("text"), m.get("status")) for m in messages] == [
         ("user", "spawn two", None),
