@@ -21,7 +21,6 @@ from iris_runtime.engine.transport import (
     TransportPromptProfile,
     UserInfo,
 )
-from iris_runtime.errors import QueueFull
 
 log = logging.getLogger(__name__)
 
@@ -97,14 +96,8 @@ class BridgeTransport(HeadlessTransport):
         return None
 
     def enqueue_event(self, event: TransportEvent) -> bool:
-        """Queue a synthetic event on the ``events`` lane; False when the channel's queue is full
-        (the sender decides whether to retry: the events service does, the API answers 429)."""
-        try:
-            self._engine.submit(self, event, is_event=True, lane="events")
-        except QueueFull as exc:
-            log.warning("refusing an event for %s: %s", event.channel, exc.message)
-            return False
-        return True
+        """A synthetic event on the ``events`` lane; False when the channel's queue is full."""
+        return self._engine.submit_event(self, event) is not None
 
     def create_context(
         self, event: TransportEvent, state: ChannelState, is_event: bool = False

@@ -40,7 +40,7 @@ from iris_runtime.engine.transport import (
     TransportPromptProfile,
     TransportRegistry,
 )
-from iris_runtime.errors import IrisError
+from iris_runtime.errors import IrisError, QueueFull
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,22 @@ class Engine:
         )
         self._scheduler.submit(run)
         return run.ticket
+
+    def submit_event(self, transport: ChannelTransport, event: TransportEvent) -> RunTicket | None:
+        """A synthetic event's run (scheduled, or ``POST /channels/<id>/events``) on the
+        ``events`` lane: what a transport's ``enqueue_event`` does. None, logged, when the
+        channel's queue is full: the sender decides whether to retry (the events service does,
+        the API answers 429)."""
+        try:
+            return self.submit(transport, event, is_event=True, lane="events")
+        except QueueFull as exc:
+            log.warning(
+                "%s: refusing an event for %s: %s",
+                transport.transport_id,
+                event.channel,
+                exc.message,
+            )
+            return None
 
     # -- stopping -----------------------------------------------------------------------------
 

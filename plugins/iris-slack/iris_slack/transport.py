@@ -151,12 +151,7 @@ class SlackTransport:
     def enqueue_event(self, event: TransportEvent) -> bool:
         """A synthetic event (scheduled, or ``POST /channels/<id>/events``): a run on the
         ``events`` lane, replying in the channel. False when the channel's queue is full."""
-        try:
-            self._engine.submit(self, event, is_event=True, lane="events")
-        except QueueFull as exc:
-            log.warning("slack: refusing an event for %s: %s", event.channel, exc.message)
-            return False
-        return True
+        return self._engine.submit_event(self, event) is not None
 
     def create_context(
         self, event: TransportEvent, state: ChannelState, is_event: bool = False

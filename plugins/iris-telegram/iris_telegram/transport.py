@@ -208,12 +208,7 @@ class TelegramTransport:
         """A synthetic event (API, scheduled) for a chat; False when its queue is full. These
         come from Iris's operator, so the allow-lists do not apply."""
         self._chat(event.channel)
-        try:
-            self._engine.submit(self, event, is_event=True, lane="events")
-        except QueueFull as exc:
-            log.warning("refusing an event for %s: %s", event.channel, exc.message)
-            return False
-        return True
+        return self._engine.submit_event(self, event) is not None
 
     def create_context(
         self, event: TransportEvent, state: ChannelState, is_event: bool = False

@@ -186,10 +186,8 @@ class WebTransport:
         self._check(event.channel)
         with self._channel_lock(event.channel):
             will_wait = self.engine.is_running(event.channel)
-            try:
-                ticket = self.engine.submit(self, event, is_event=True, lane="events")
-            except QueueFull as exc:
-                log.warning("refusing an event for %s: %s", event.channel, exc.message)
+            ticket = self.engine.submit_event(self, event)
+            if ticket is None:
                 return False
             echo: dict[str, Any] = {"type": "user", "text": event.text, "files": [], "event": True}
             if will_wait:
