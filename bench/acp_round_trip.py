@@ -23,7 +23,6 @@ is value / baseline.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -36,19 +35,9 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
-    add_common_args,
-    emit,
-    handle_sigterm,
-    percentile,
-    ratio,
-    run_main,
-    start_iris,
-    stop_process,
-    temp_workdir,
-    wait_healthy,
-    write_script,
-)
+from _cli import bench_parser, run_main
+from _figures import emit, percentile
+from _servers import running_iris, temp_workdir, write_script
 
 BENCH = "acp_round_trip"
 
@@ -160,12 +149,10 @@ def iris_turns(url: str, token: str, sessions: list[str], turns: int) -> list[fl
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_args(parser)
+    parser = bench_parser(__doc__)
     parser.add_argument("--turns", type=int, default=40, help="warm turns per phase [40]")
     parser.add_argument("--cold-turns", type=int, default=8, help="cold turns per phase [8]")
     args = parser.parse_args()
-    handle_sigterm()
     warm, warm_base, cold, cold_base, acp_iris, acp_base = [], [], [], [], [], []
     with temp_workdir() as workdir:
         (workdir / "echo_agent.py").write_text(ECHO_AGENT)
@@ -178,9 +165,7 @@ def main() -> int:
             "IRIS_CUSTOM_AGENTS_DIR": str(agents_d),
             "IRIS_REACH_SOCKET": str(workdir / "reach.sock"),
         }
-        iris = start_iris(workdir / "iris", extra_env=env)
-        try:
-            wait_healthy(iris.base_url, iris.process)
+        with running_iris(workdir / "iris", extra_env=env) as iris:
             iris_turns(iris.base_url, iris.token, ["w"], 3)  # warm-up: the process starts
             sdk_warm(argv, 3)
             for _ in range(2):
@@ -188,8 +173,6 @@ def main() -> int:
                 warm += iris_turns(iris.base_url, iris.token, ["w"], args.turns)
                 cold_base += sdk_cold(argv, args.cold_turns)
                 cold += iris_turns(iris.base_url, iris.token, ["c1", "c2"], args.cold_turns)
-        finally:
-            stop_process(iris.process)
         script = write_script(workdir / "script.json", [])
         iris_env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("IRIS_")},
@@ -208,7 +191,7 @@ def main() -> int:
         ("iris_acp_prompt_p50_ms", acp_iris, acp_base),
     ):
         v, b = percentile(value, 50.0), percentile(base, 50.0)
-        emit(BENCH, metric, v, "ms", b, ratio(v, b))
+        emit(BENCH, metric, v, "ms", b)
     return 0
 
 

@@ -26,12 +26,10 @@ without them it says so on stderr and prints no figures.
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import secrets
 import shutil
-import socket
 import sys
 import time
 from pathlib import Path
@@ -39,7 +37,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import add_common_args, emit, handle_sigterm, ratio, run_main, temp_workdir
+from _cli import bench_parser, run_main
+from _figures import emit
+from _servers import temp_workdir
+
+from iris_runtime.agents.ports import can_bind
 
 BENCH = "ansible_converge"
 TOOLS = ("debootstrap", "systemd-nspawn", "nsenter", "unshare")
@@ -67,24 +69,13 @@ def free_block() -> int:
         base = random.randrange(20000, 30000, 200)
         wanted = [base, base + 1, base + 2, *range(base + 10, base + 20)]
         wanted += [port + 100 for port in range(base + 10, base + 20)]
-        if all(_can_bind(port) for port in wanted):
+        if all(can_bind(port) for port in wanted):
             return base
     raise RuntimeError("no free block of ports on loopback")
 
 
-def _can_bind(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_args(parser)  # no timed load phase: --seconds is ignored
+    parser = bench_parser(__doc__)  # no timed load phase: --seconds is ignored
     parser.add_argument(
         "--cache-dir",
         default="~/.cache/iris-bench",
@@ -92,7 +83,6 @@ def main() -> int:
     )
     parser.add_argument("--profile", action="store_true", help="slowest tasks on stderr")
     args = parser.parse_args()
-    handle_sigterm()
     missing = missing_requirements()
     if missing:
         print(f"{BENCH}: skipped, needs {', '.join(missing)}", file=sys.stderr)
@@ -156,9 +146,9 @@ def main() -> int:
             first, _ = timed(server, "playbooks/site.yml", "first")
             second, second_changed = timed(server, "playbooks/site.yml", "second")
             check, check_changed = timed(server, "playbooks/site.yml", "check", check=True)
-    emit(BENCH, "first_converge_s", first, "s", baseline, ratio(first, baseline))
-    emit(BENCH, "second_converge_s", second, "s", baseline, ratio(second, baseline))
-    emit(BENCH, "check_mode_s", check, "s", baseline, ratio(check, baseline))
+    emit(BENCH, "first_converge_s", first, "s", baseline)
+    emit(BENCH, "second_converge_s", second, "s", baseline)
+    emit(BENCH, "check_mode_s", check, "s", baseline)
     emit(BENCH, "second_changed", second_changed, "tasks", 0)
     emit(BENCH, "check_changed", check_changed, "tasks", 0)
     emit(BENCH, "boot_s", boot, "s")

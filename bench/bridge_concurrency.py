@@ -25,7 +25,6 @@ Target: all streams complete, none dropped.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -38,17 +37,10 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
-    add_common_args,
-    emit,
-    handle_sigterm,
-    ratio,
-    run_main,
-    running_subagent,
-    temp_workdir,
-    write_script,
-)
-from cold_start import descendants, rss_mb
+from _cli import bench_parser, run_main
+from _figures import emit
+from _proc import PeakRss, server_rss
+from _servers import running_subagent, temp_workdir, write_script
 
 BENCH = "bridge_concurrency"
 NDJSON = "application/x-ndjson"
@@ -63,11 +55,6 @@ class Outcome:
     problem: str = ""
     accepted_s: float = 0.0  # start signal -> the ``accepted`` line
     ended_s: float = 0.0  # start signal -> the ``final`` line
-
-
-def server_rss(master: int) -> float:
-    """VmRSS of the gunicorn master plus all its descendants, in MB."""
-    return rss_mb(master) + sum(rss_mb(pid) for pid in descendants(master))
 
 
 def one_stream(url: str, key: str, timeout: float, started: float, auth: dict[str, str]) -> Outcome:
@@ -102,8 +89,9 @@ def one_stream(url: str, key: str, timeout: float, started: float, auth: dict[st
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_args(parser)  # --seconds is accepted for run_all; the load is --streams x --sleep
+    parser = bench_parser(
+        __doc__
+    )  # --seconds is accepted for run_all; the load is --streams x --sleep
     parser.add_argument("--streams", type=int, default=200, help="concurrent streams [200]")
     parser.add_argument(
         "--sleep", type=float, default=3.0, help="seconds the scripted reply sleeps [3]"
@@ -113,7 +101,6 @@ def main() -> int:
     )
     parser.add_argument("--threads", type=int, default=256, help="IRIS_THREADS [256]")
     args = parser.parse_args()
-    handle_sigterm()
     if args.streams < 1 or args.sleep <= 0 or args.heartbeat_ms < 1:
         parser.error("need --streams >= 1, --sleep > 0 and --heartbeat-ms >= 1")
     if args.threads < args.streams:
@@ -151,13 +138,6 @@ def main() -> int:
             time.sleep(0.5)
             idle_mb = server_rss(master)
 
-            peak_mb = [idle_mb]
-            sampling = threading.Event()
-
-            def sample() -> None:
-                while not sampling.wait(0.05):
-                    peak_mb[0] = max(peak_mb[0], server_rss(master))
-
             ready = threading.Barrier(args.streams + 1)
             go = threading.Event()
             start_at = [0.0]
@@ -177,16 +157,14 @@ def main() -> int:
             ]
             for thread in threads:
                 thread.start()
-            sampler = threading.Thread(target=sample, name="rss-sampler", daemon=True)
-            sampler.start()
-            ready.wait()
-            started = start_at[0] = time.perf_counter()
-            go.set()
-            for thread in threads:
-                thread.join()
-            wall_s = time.perf_counter() - started
-            sampling.set()
-            sampler.join()
+            with PeakRss(master) as rss:
+                ready.wait()
+                started = start_at[0] = time.perf_counter()
+                go.set()
+                for thread in threads:
+                    thread.join()
+                wall_s = time.perf_counter() - started
+            peak_mb = max(idle_mb, rss.peak_mb)
 
     completed = sum(o.completed for o in outcomes)
     dropped = args.streams - completed
@@ -196,7 +174,7 @@ def main() -> int:
         f"{completed}/{args.streams} completed in {wall_s:.2f} s; heartbeats per stream "
         f"min {min(o.heartbeats for o in outcomes)}, max {max(o.heartbeats for o in outcomes)}; "
         f"RSS fresh {fresh_mb:.1f} MB, idle after warm-up {idle_mb:.1f} MB, "
-        f"peak {peak_mb[0]:.1f} MB",
+        f"peak {peak_mb:.1f} MB",
         file=sys.stderr,
     )
     done = [o for o in outcomes if o.completed]
@@ -209,7 +187,7 @@ def main() -> int:
             f"{min(ended):.2f}..{max(ended):.2f} s (median {statistics.median(ended):.2f})",
             file=sys.stderr,
         )
-    emit(BENCH, "completed", completed, "streams", args.streams, ratio(completed, args.streams))
+    emit(BENCH, "completed", completed, "streams", args.streams)
     emit(BENCH, "dropped", dropped, "streams")
     emit(
         BENCH,
@@ -217,10 +195,9 @@ def main() -> int:
         heartbeats,
         "lines",
         expected_heartbeats,
-        ratio(heartbeats, expected_heartbeats),
     )
-    emit(BENCH, "server_rss_mb", peak_mb[0], "MB", idle_mb, ratio(peak_mb[0], idle_mb))
-    emit(BENCH, "wall_s", wall_s, "s", args.sleep, ratio(wall_s, args.sleep))
+    emit(BENCH, "server_rss_mb", peak_mb, "MB", idle_mb)
+    emit(BENCH, "wall_s", wall_s, "s", args.sleep)
 
     if dropped:
         problems = sorted({o.problem for o in outcomes if not o.completed})

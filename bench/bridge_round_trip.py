@@ -19,7 +19,6 @@ Target: p50 of both shapes within 3x of the echo's p50 (``*_p50_ms`` ratio <= 3)
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -30,21 +29,10 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
-    LoadResult,
-    Request,
-    add_common_args,
-    drive_clients,
-    emit,
-    handle_sigterm,
-    percentile,
-    ratio,
-    run_main,
-    running,
-    running_subagent,
-    temp_workdir,
-    write_script,
-)
+from _cli import bench_parser, run_main
+from _figures import emit_percentiles, p50_within
+from _load import LoadResult, Request, drive_clients, report_loads
+from _servers import running, running_subagent, temp_workdir, write_script
 
 BENCH = "bridge_round_trip"
 P50_TARGET_RATIO = 2.0  # bridge p50 within 2x of the bare echo
@@ -126,12 +114,10 @@ def run_load(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_args(parser, default_seconds=6.0)  # per shape, split over its two phases
+    parser = bench_parser(__doc__, default_seconds=6.0)  # per shape, split over its two phases
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients [8]")
     parser.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per shape [1.0]")
     args = parser.parse_args()
-    handle_sigterm()
     if args.clients < 1 or args.seconds <= 0:
         parser.error("need --clients >= 1 and --seconds > 0")
 
@@ -176,29 +162,14 @@ def main() -> int:
                     )
                 )
 
-    failed = False
-    for kind, result in measured.items():
-        rate = len(result.latencies_ms) / result.elapsed_s if result.elapsed_s else 0.0
-        print(
-            f"{kind}: {len(result.latencies_ms)} ok, {len(result.errors)} errors "
-            f"in {result.elapsed_s:.2f} s ({rate:.0f} req/s)",
-            file=sys.stderr,
-        )
-        if result.errors or not result.latencies_ms:
-            print(f"{kind} errors (first 3): {result.errors[:3]}", file=sys.stderr)
-            failed = True
-    if failed:
+    if report_loads(measured):
         return 1
 
     echo_lat = measured["echo"].latencies_ms
     verdicts: list[str] = []
     for kind in ("stream", "plain"):
-        for pct in (50.0, 99.0):
-            value = percentile(measured[kind].latencies_ms, pct)
-            base = percentile(echo_lat, pct)
-            emit(BENCH, f"{kind}_p{pct:.0f}_ms", value, "ms", base, ratio(value, base))
-        p50_ratio = ratio(percentile(measured[kind].latencies_ms, 50), percentile(echo_lat, 50))
-        met = p50_ratio is not None and p50_ratio <= P50_TARGET_RATIO
+        emit_percentiles(BENCH, kind, measured[kind].latencies_ms, echo_lat)
+        met = p50_within(measured[kind].latencies_ms, echo_lat, P50_TARGET_RATIO)
         verdicts.append(f"{kind} {'met' if met else 'MISSED'}")
     print(f"target p50 <= {P50_TARGET_RATIO:g}x echo: {', '.join(verdicts)}", file=sys.stderr)
     return 0

@@ -11,7 +11,6 @@ Targets: cold start <= 1.5 s; idle RSS (master + worker) <= 80 MB.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -19,13 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
-    add_common_args,
-    emit,
-    handle_sigterm,
+from _cli import bench_parser, run_main
+from _figures import emit
+from _proc import descendants, rss_mb
+from _servers import (
     log_tail,
-    ratio,
-    run_main,
     running,
     start_echo,
     start_iris,
@@ -52,58 +49,6 @@ def cold_start(kind: str, workdir: Path) -> float:
         stop_process(server.process)
 
 
-def _ppid(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # Field 2 (comm) may contain spaces and parentheses: parse after the last ')'.
-    return int(stat[stat.rindex(")") + 2 :].split()[1])
-
-
-def children(pid: int) -> list[int]:
-    """Direct children of ``pid``: from /proc/<pid>/task/*/children when the kernel has it,
-    else by scanning /proc for processes whose parent is ``pid``."""
-    tasks = Path(f"/proc/{pid}/task")
-    found: set[int] = set()
-    listed = False
-    for task in tasks.glob("*"):
-        path = task / "children"
-        try:
-            found.update(int(child) for child in path.read_text().split())
-            listed = True
-        except OSError:
-            continue
-    if listed:
-        return sorted(found)
-    return sorted(
-        int(entry.name)
-        for entry in Path("/proc").iterdir()
-        if entry.name.isdigit() and _ppid(int(entry.name)) == pid
-    )
-
-
-def descendants(pid: int) -> list[int]:
-    out: list[int] = []
-    pending = children(pid)
-    while pending:
-        child = pending.pop()
-        out.append(child)
-        pending.extend(children(child))
-    return out
-
-
-def rss_mb(pid: int) -> float:
-    """VmRSS of one process in MB (MiB), 0 if it is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0  # kB
-    except OSError:
-        pass
-    return 0.0
-
-
 def idle_rss(kind: str, workdir: Path, idle_s: float) -> tuple[float, float]:
     """(master + descendants, descendants only) RSS in MB after ``idle_s`` seconds idle."""
     with running(kind, workdir) as server:
@@ -117,14 +62,14 @@ def idle_rss(kind: str, workdir: Path, idle_s: float) -> tuple[float, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_args(parser)  # --seconds is accepted for run_all; this bench has no load phase
+    parser = bench_parser(
+        __doc__
+    )  # --seconds is accepted for run_all; this bench has no load phase
     parser.add_argument("--repeats", type=int, default=3, help="cold starts per server [3]")
     parser.add_argument(
         "--idle", type=float, default=1.0, help="idle seconds before reading RSS [1.0]"
     )
     args = parser.parse_args()
-    handle_sigterm()
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
 
@@ -141,10 +86,10 @@ def main() -> int:
         file=sys.stderr,
     )
     iris_s, echo_s = statistics.median(times["iris"]), statistics.median(times["echo"])
-    emit(BENCH, "cold_start_s", iris_s, "s", echo_s, ratio(iris_s, echo_s))
+    emit(BENCH, "cold_start_s", iris_s, "s", echo_s)
     (iris_total, iris_worker), (echo_total, echo_worker) = rss["iris"], rss["echo"]
-    emit(BENCH, "idle_rss_mb", iris_total, "MB", echo_total, ratio(iris_total, echo_total))
-    emit(BENCH, "worker_rss_mb", iris_worker, "MB", echo_worker, ratio(iris_worker, echo_worker))
+    emit(BENCH, "idle_rss_mb", iris_total, "MB", echo_total)
+    emit(BENCH, "worker_rss_mb", iris_worker, "MB", echo_worker)
 
     for name, value, target, unit in (
         ("cold start", iris_s, COLD_START_TARGET_S, "s"),

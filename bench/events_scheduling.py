@@ -25,7 +25,6 @@ Targets (stderr): start-up under 5 s; idle CPU under 5% of a core; one-shot p99 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -40,15 +39,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
-    add_common_args,
-    emit,
-    handle_sigterm,
-    percentile,
-    ratio,
-    run_main,
-    temp_workdir,
-)
+from _cli import bench_parser, run_main
+from _figures import emit, percentile
+from _servers import temp_workdir
 
 from iris_runtime.engine.transport import TransportEvent, TransportRegistry
 from iris_runtime.events.service import EventService
@@ -261,8 +254,7 @@ def wait_until(predicate: Callable[[], bool], timeout: float) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_args(parser, default_seconds=10.0)  # --seconds: the idle CPU window
+    parser = bench_parser(__doc__, default_seconds=10.0)  # --seconds: the idle CPU window
     parser.add_argument("--events", type=int, default=10_000, help="periodic files [10000]")
     parser.add_argument("--repeats", type=int, default=3, help="start-ups to time [3]")
     parser.add_argument("--one-shots", type=int, default=300, help="one-shots timed [300]")
@@ -270,19 +262,18 @@ def main() -> int:
         "--cpu-load", action="store_true", help="add a CPU-bound thread to the lateness load"
     )
     args = parser.parse_args()
-    handle_sigterm()
     with temp_workdir() as workdir:
         paths = periodic_files(workdir, args.events)
         startup, startup_base = measure_startup(workdir, paths, args.repeats)
-        emit(BENCH, "startup_s", startup, "s", startup_base, ratio(startup, startup_base))
+        emit(BENCH, "startup_s", startup, "s", startup_base)
         idle, idle_base = measure_idle(workdir, paths, args.seconds)
-        emit(BENCH, "idle_cpu_pct", idle, "%", idle_base, ratio(idle, idle_base))
+        emit(BENCH, "idle_cpu_pct", idle, "%", idle_base)
         memory, memory_base = measure_memory(workdir, paths)
-        emit(BENCH, "memory_mb", memory, "MB", memory_base, ratio(memory, memory_base))
+        emit(BENCH, "memory_mb", memory, "MB", memory_base)
         late, late_base = measure_lateness(workdir, paths, args.one_shots, args.cpu_load, startup)
     for pct in (50, 99):
         value, base = percentile(late, pct), percentile(late_base, pct)
-        emit(BENCH, f"one_shot_late_p{pct}_ms", value, "ms", base, ratio(value, base))
+        emit(BENCH, f"one_shot_late_p{pct}_ms", value, "ms", base)
     for name, value, target, unit in (
         ("start-up", startup, STARTUP_TARGET_S, "s"),
         ("idle CPU", idle, IDLE_CPU_TARGET_PCT, "%"),

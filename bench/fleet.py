@@ -23,7 +23,6 @@ which needs five booted hosts; it is not repeated here.
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import threading
@@ -35,20 +34,11 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import (
-    LoadResult,
-    Server,
-    add_common_args,
-    drive_clients,
-    emit,
-    handle_sigterm,
-    percentile,
-    ratio,
-    run_main,
-    stop_process,
-    temp_workdir,
-)
-from secret_reads import AGENT_TOKEN, NAME, VALUE, broker, start_broker
+from _cli import bench_parser, run_main
+from _figures import emit, emit_percentiles, percentile
+from _load import LoadResult, drive_clients
+from _servers import temp_workdir
+from secret_reads import AGENT_TOKEN, NAME, VALUE, broker, running_broker
 
 from iris_runtime.testing.openbao_cluster import OpenBaoCluster
 
@@ -114,12 +104,10 @@ def failover(cluster: OpenBaoCluster, url: str) -> tuple[float, float, int]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_args(parser, default_seconds=4.0)
+    parser = bench_parser(__doc__, default_seconds=4.0)
     parser.add_argument("--clients", type=int, default=8, help="concurrent readers [8]")
     parser.add_argument("--repeats", type=int, default=3, help="leader kills [3]")
     args = parser.parse_args()
-    handle_sigterm()
     with (
         temp_workdir() as workdir,
         OpenBaoCluster(1) as single,
@@ -127,18 +115,19 @@ def main() -> int:
     ):
         for setup in (single, cluster):
             setup.enable_kv()
-        servers: dict[str, Server] = {}
-        try:
-            servers["single"] = start_broker(
-                workdir, "single", vault_env(workdir, "single", single.addrs, single.root_token)
-            )
-            leader_first = sorted(cluster.nodes, key=lambda n: n is not cluster.leader())
-            servers["cluster"] = start_broker(
-                workdir,
-                "cluster",
-                vault_env(workdir, "cluster", [n.addr for n in leader_first], cluster.root_token),
-            )
-            loads = {kind: broker(server.base_url) for kind, server in servers.items()}
+        leader_first = sorted(cluster.nodes, key=lambda n: n is not cluster.leader())
+        cluster_env = vault_env(
+            workdir, "cluster", [n.addr for n in leader_first], cluster.root_token
+        )
+        single_env = vault_env(workdir, "single", single.addrs, single.root_token)
+        with (
+            running_broker(workdir, "single", single_env) as single_iris,
+            running_broker(workdir, "cluster", cluster_env) as cluster_iris,
+        ):
+            loads = {
+                "single": broker(single_iris.base_url),
+                "cluster": broker(cluster_iris.base_url),
+            }
             measured = {kind: LoadResult() for kind in loads}
             for kind in loads:
                 drive_clients(loads[kind], clients=args.clients, seconds=1.0, name=kind)
@@ -149,26 +138,20 @@ def main() -> int:
             if any(result.errors for result in measured.values()):
                 print(f"read errors: {[r.errors[:2] for r in measured.values()]}", file=sys.stderr)
                 return 1
-            for pct in (50.0, 99.0):
-                value = percentile(measured["cluster"].latencies_ms, pct)
-                base = percentile(measured["single"].latencies_ms, pct)
-                emit(BENCH, f"cluster_p{pct:.0f}_ms", value, "ms", base, ratio(value, base))
+            emit_percentiles(
+                BENCH, "cluster", measured["cluster"].latencies_ms, measured["single"].latencies_ms
+            )
             gaps, elections, failed = [], [], 0
             for _ in range(args.repeats):
-                gap, election, failures = failover(cluster, servers["cluster"].base_url)
+                gap, election, failures = failover(cluster, cluster_iris.base_url)
                 print(f"kill: gap {gap:.0f} ms, election {election:.0f} ms", file=sys.stderr)
                 gaps.append(gap)
                 elections.append(election)
                 failed += failures
             gap_p50, election_p50 = percentile(gaps, 50), percentile(elections, 50)
-            emit(
-                BENCH, "failover_gap_ms", gap_p50, "ms", election_p50, ratio(gap_p50, election_p50)
-            )
+            emit(BENCH, "failover_gap_ms", gap_p50, "ms", election_p50)
             emit(BENCH, "failover_failed_reads", float(failed), "count", 0.0)
             return 0
-        finally:
-            for server in servers.values():
-                stop_process(server.process)
 
 
 if __name__ == "__main__":

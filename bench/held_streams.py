@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import math
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -42,25 +41,12 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
-    HOST,
-    add_common_args,
-    emit,
-    free_port,
-    handle_sigterm,
-    log_tail,
-    percentile,
-    ratio,
-    run_main,
-    start_subagent,
-    stop_process,
-    temp_workdir,
-    wait_healthy,
-    write_script,
-)
+from _cli import bench_parser, run_main
+from _figures import emit, percentile
 from _held_clients import HeldStream, open_bridge, open_socket, open_sse, try_sse
-from cold_start import children
-from webui_round_trip import COOKIE, PASSWORD, Target, login, new_sessions, server_rss
+from _proc import PeakRss, server_rss, worker_cpu_s
+from _servers import free_port, log_tail, serving, start_subagent, temp_workdir, write_script
+from _webui_client import Target, logged_in, new_sessions, webui_env
 
 BENCH = "held_streams"
 HEARTBEAT_S = 2.0
@@ -75,14 +61,6 @@ class Server:
     token: str
     target: Target  # the Web UI login
     master: int
-
-
-def worker_cpu_s(master: int) -> float:
-    total = 0.0
-    for pid in children(master):
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, clock ticks
-    return total
 
 
 class HealthSampler:
@@ -134,32 +112,16 @@ def message_turns(server: Server, count: int, session: str) -> list[float]:
     return times
 
 
-def start(workdir: Path, args: argparse.Namespace) -> tuple[Server, subprocess.Popen[bytes]]:
-    total = args.sse + args.bridge + args.sockets
-    script = write_script(workdir / "script.json", [{"when": "hold", "turns": [[{"sleep": 3600}]]}])
-    ui_port = free_port()
-    agent = start_subagent(
-        workdir,
-        extra_env={
-            "IRIS_PROVIDER": "scripted",
-            "IRIS_SCRIPT_FILE": str(script),
-            "IRIS_WEBUI_PORT": str(ui_port),
-            "IRIS_WEBUI_PASSWORD": PASSWORD,
-            "IRIS_MAX_STREAMS": str(total),
-            "IRIS_LANE_MAIN": str(args.bridge + 8),
-            "IRIS_SSE_HEARTBEAT_SECONDS": str(HEARTBEAT_S),
-            "IRIS_BRIDGE_HEARTBEAT_MS": str(int(HEARTBEAT_S * 1000)),
-        },
-    )
-    process = agent.server.process
-    wait_healthy(agent.server.base_url, process, timeout=60)
-    ui = f"http://{HOST}:{ui_port}"
-    cookie, page_key = login(agent.server, ui)
-    target = Target("iris", agent.server, ui, f"{COOKIE}={cookie}", ui, page_key)
-    server = Server(
-        agent.server.base_url, agent.bridge_url, agent.server.token, target, process.pid
-    )
-    return server, process
+def subagent_env(script: Path, args: argparse.Namespace, ui_port: int) -> dict[str, str]:
+    return {
+        **webui_env(ui_port),
+        "IRIS_PROVIDER": "scripted",
+        "IRIS_SCRIPT_FILE": str(script),
+        "IRIS_MAX_STREAMS": str(args.sse + args.bridge + args.sockets),
+        "IRIS_LANE_MAIN": str(args.bridge + 8),
+        "IRIS_SSE_HEARTBEAT_SECONDS": str(HEARTBEAT_S),
+        "IRIS_BRIDGE_HEARTBEAT_MS": str(int(HEARTBEAT_S * 1000)),
+    }
 
 
 async def open_all(server: Server, args: argparse.Namespace) -> list[HeldStream]:
@@ -178,15 +140,12 @@ async def open_all(server: Server, args: argparse.Namespace) -> list[HeldStream]
 
 def hold_phase(server: Server, seconds: float) -> tuple[HealthSampler, list[float], float, float]:
     cpu_before = worker_cpu_s(server.master)
-    peak = 0.0
     with HealthSampler(server.api) as health:
         turns = message_turns(server, 5, "probe-held")
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            peak = max(peak, server_rss(server.master))
-            time.sleep(0.1)
+        with PeakRss(server.master, interval=0.1) as rss:
+            time.sleep(seconds)
     cpu = (worker_cpu_s(server.master) - cpu_before) / seconds
-    return health, turns, peak, cpu
+    return health, turns, rss.peak_mb, cpu
 
 
 @dataclass
@@ -234,8 +193,8 @@ async def run(args: argparse.Namespace, server: Server) -> Results:
     )  # fmt: skip
 
 
-def figure(metric: str, value: float, unit: str, baseline: float | None) -> None:
-    emit(BENCH, metric, value, unit, baseline, ratio(value, baseline))
+def figure(metric: str, value: float, unit: str, baseline: float | None = None) -> None:
+    emit(BENCH, metric, value, unit, baseline)
 
 
 def report(r: Results) -> bool:
@@ -254,7 +213,7 @@ def report(r: Results) -> bool:
     figure("refused", len(refusals), "requests", EXTRA)
     figure("refused_p50_ms", percentile(refusals or [math.nan], 50), "ms", percentile(health, 50))
     figure("rss_mb", r.peak, "MB", r.idle_rss)
-    figure("rss_per_stream_kb", (r.peak - r.idle_rss) * 1024 / max(1, tried), "kB", None)
+    figure("rss_per_stream_kb", (r.peak - r.idle_rss) * 1024 / max(1, tried), "kB")
     figure("cpu_pct", 100 * r.cpu, "%", 100 * r.idle_cpu)
     health_ok = percentile(health, 99) < HEALTH_TARGET_MS
     print(f"target /health p99 < {HEALTH_TARGET_MS:g} ms: {'met' if health_ok else 'MISSED'}",
@@ -263,23 +222,25 @@ def report(r: Results) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    add_common_args(parser)
+    parser = bench_parser(__doc__)
     parser.add_argument("--sse", type=int, default=400)
     parser.add_argument("--bridge", type=int, default=300)
     parser.add_argument("--sockets", type=int, default=300)
     parser.add_argument("--hold", type=float, default=20.0)
     args = parser.parse_args()
-    handle_sigterm()
     with temp_workdir() as workdir:
-        server, process = start(workdir, args)
-        try:
+        script = write_script(
+            workdir / "script.json", [{"when": "hold", "turns": [[{"sleep": 3600}]]}]
+        )
+        ui_port = free_port()
+        agent = start_subagent(workdir, extra_env=subagent_env(script, args, ui_port))
+        with serving(agent.server, "iris") as api:
+            target = logged_in(api, ui_port)
+            server = Server(api.base_url, agent.bridge_url, api.token, target, api.process.pid)
             results = asyncio.run(run(args, server))
             if not report(results):
-                print(log_tail(process, 40), file=sys.stderr)
+                print(log_tail(api.process, 40), file=sys.stderr)
                 return 1
-        finally:
-            stop_process(process)
     return 0
 
 

@@ -20,7 +20,6 @@ process, measured the same way.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -33,15 +32,9 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
-    add_common_args,
-    emit,
-    handle_sigterm,
-    ratio,
-    run_main,
-    running_subagent,
-    temp_workdir,
-)
+from _cli import bench_parser, run_main
+from _figures import emit
+from _servers import running_subagent, temp_workdir
 
 from iris_runtime.bridge.jobs import JobStore
 
@@ -77,12 +70,12 @@ def median_ms(work: Callable[[], object], repeats: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_args(parser)  # --seconds is accepted for run_all; this bench has no load phase
+    parser = bench_parser(
+        __doc__
+    )  # --seconds is accepted for run_all; this bench has no load phase
     parser.add_argument("--events", type=int, default=10_000, help="events in the log [10000]")
     parser.add_argument("--repeats", type=int, default=9, help="timed reads per figure [9]")
     args = parser.parse_args()
-    handle_sigterm()
     if args.events < 2 or args.repeats < 1:
         parser.error("need --events >= 2 and --repeats >= 1")
 
@@ -133,10 +126,10 @@ def main() -> int:
     if [e.get("seq") for e in tail.get("events", [])] != [args.events] or not tail.get("done"):
         problems.append(f"since={args.events - 1}: {str(tail)[:200]}")
 
-    emit(BENCH, "recovery_read_ms", recovery_ms, "ms", baseline_ms, ratio(recovery_ms, baseline_ms))
-    emit(BENCH, "recovery_tail_read_ms", tail_ms, "ms", baseline_ms, ratio(tail_ms, baseline_ms))
-    emit(BENCH, "jobstore_read_ms", jobstore_ms, "ms", baseline_ms, ratio(jobstore_ms, baseline_ms))
-    emit(BENCH, "events", len(events), "events", args.events, ratio(len(events), args.events))
+    emit(BENCH, "recovery_read_ms", recovery_ms, "ms", baseline_ms)
+    emit(BENCH, "recovery_tail_read_ms", tail_ms, "ms", baseline_ms)
+    emit(BENCH, "jobstore_read_ms", jobstore_ms, "ms", baseline_ms)
+    emit(BENCH, "events", len(events), "events", args.events)
     if problems:
         print(f"wrong recovery result: {problems}", file=sys.stderr)
         return 1

@@ -13,7 +13,6 @@ Target: iris p50 within 3x of the bare echo's p50 (``p50_ms`` ratio <= 3).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -22,20 +21,10 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
-    LoadResult,
-    Request,
-    Server,
-    add_common_args,
-    drive_clients,
-    emit,
-    handle_sigterm,
-    percentile,
-    ratio,
-    run_main,
-    running,
-    temp_workdir,
-)
+from _cli import bench_parser, run_main
+from _figures import emit, emit_percentiles, p50_within, ratio
+from _load import LoadResult, Request, drive_clients, report_loads, split_evenly
+from _servers import Server, running, temp_workdir
 
 BENCH = "message_latency"
 P50_TARGET_RATIO = 1.5  # iris p50 within 1.5x of the bare echo
@@ -65,12 +54,7 @@ def run_load(
     """Drive ``server`` with ``clients`` threads until ``seconds`` pass or ``total_requests`` are
     done. Each phase uses fresh session ids (``tag``), so no session's history spans phases."""
     headers = {"Authorization": f"Bearer {server.token}"} if server.token else {}
-    per_client = None
-    if total_requests is not None:
-        per_client = [
-            total_requests // clients + (1 if i < total_requests % clients else 0)
-            for i in range(clients)
-        ]
+    per_client = None if total_requests is None else split_evenly(total_requests, clients)
 
     def request_for(index: int) -> Request:
         url = f"{server.base_url}/sessions/bench-{tag}-{index}/message"
@@ -89,8 +73,7 @@ def run_load(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_args(parser, default_seconds=10.0)
+    parser = bench_parser(__doc__, default_seconds=10.0)
     parser.add_argument(
         "--requests",
         type=int,
@@ -102,7 +85,6 @@ def main() -> int:
         "--warmup", type=float, default=1.0, help="warm-up seconds per server [1.0]"
     )
     args = parser.parse_args()
-    handle_sigterm()
     if args.clients < 1 or (args.requests is not None and args.requests < args.clients):
         parser.error("need --clients >= 1 and --requests >= --clients")
     if args.requests is None and args.seconds <= 0:
@@ -143,35 +125,14 @@ def main() -> int:
                 )
             )
 
-    failed = False
-    for kind, result in measured.items():
-        print(
-            f"{kind}: {len(result.latencies_ms)} ok, {len(result.errors)} errors "
-            f"in {result.elapsed_s:.2f} s",
-            file=sys.stderr,
-        )
-        if result.errors or not result.latencies_ms:
-            print(f"{kind} errors (first 3): {result.errors[:3]}", file=sys.stderr)
-            failed = True
-    if failed:
+    if report_loads(measured):
         return 1
 
     iris_r, echo_r = measured["iris"], measured["echo"]
-    for metric, pct in (("p50_ms", 50.0), ("p99_ms", 99.0)):
-        value = percentile(iris_r.latencies_ms, pct)
-        base = percentile(echo_r.latencies_ms, pct)
-        emit(BENCH, metric, value, "ms", base, ratio(value, base))
-    emit(
-        BENCH,
-        "requests_per_s",
-        iris_r.requests_per_s,
-        "req/s",
-        echo_r.requests_per_s,
-        ratio(iris_r.requests_per_s, echo_r.requests_per_s),
-    )
+    emit_percentiles(BENCH, "", iris_r.latencies_ms, echo_r.latencies_ms)
+    emit(BENCH, "requests_per_s", iris_r.requests_per_s, "req/s", echo_r.requests_per_s)
 
-    p50_ratio = ratio(percentile(iris_r.latencies_ms, 50), percentile(echo_r.latencies_ms, 50))
-    met = p50_ratio is not None and p50_ratio <= P50_TARGET_RATIO
+    met = p50_within(iris_r.latencies_ms, echo_r.latencies_ms, P50_TARGET_RATIO)
     print(
         f"target p50 <= {P50_TARGET_RATIO:g}x echo: {'met' if met else 'MISSED'}",
         file=sys.stderr,

@@ -32,23 +32,10 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (
-    LoadResult,
-    Request,
-    add_common_args,
-    drive_clients,
-    emit,
-    free_port,
-    handle_sigterm,
-    percentile,
-    ratio,
-    run_main,
-    running,
-    start_iris,
-    stop_process,
-    temp_workdir,
-    wait_healthy,
-)
+from _cli import bench_parser, run_main
+from _figures import emit, emit_percentiles
+from _load import LoadResult, Request, drive_clients, report_loads
+from _servers import free_port, running, running_iris, temp_workdir
 
 BENCH = "relay_round_trip"
 
@@ -176,13 +163,21 @@ class BareSocket:
         self._sock.close()
 
 
+def reach_rates(bare_path: Path, reach: Path, args: argparse.Namespace) -> tuple[float, float]:
+    """(the bare socket's requests per second, the reach socket's), one after the other."""
+    bare = BareSocket(bare_path)
+    try:
+        bare_rate = socket_rate(bare_path, connections=args.clients, seconds=args.seconds / 2)
+    finally:
+        bare.close()
+    return bare_rate, socket_rate(reach, connections=args.clients, seconds=args.seconds / 2)
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_args(parser, default_seconds=6.0)
+    parser = bench_parser(__doc__, default_seconds=6.0)
     parser.add_argument("--clients", type=int, default=4, help="concurrent clients [4]")
     parser.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds [1.0]")
     args = parser.parse_args()
-    handle_sigterm()
     relay, echo = LoadResult(), LoadResult()
     with temp_workdir() as workdir:
         reach = workdir / "reach.sock"
@@ -196,10 +191,11 @@ def main() -> int:
             [sys.executable, str(workdir / "agent.py"), str(agent_port), str(reach)]
         )
         env = {"IRIS_REACH_SOCKET": str(reach), "IRIS_CUSTOM_AGENTS_DIR": str(agents_d)}
-        iris = start_iris(workdir / "iris", extra_env=env)
         try:
-            wait_healthy(iris.base_url, iris.process)
-            with running("echo", workdir) as baseline:
+            with (
+                running_iris(workdir / "iris", extra_env=env) as iris,
+                running("echo", workdir) as baseline,
+            ):
                 turn_load(
                     iris.base_url, iris.token, clients=args.clients, seconds=args.warmup, tag="w"
                 )
@@ -221,31 +217,14 @@ def main() -> int:
                                 tag=f"p{phase}",
                             )
                         )
-            bare = BareSocket(workdir / "bare.sock")
-            try:
-                bare_rate = socket_rate(
-                    workdir / "bare.sock", connections=args.clients, seconds=args.seconds / 2
-                )
-                reach_rate = socket_rate(reach, connections=args.clients, seconds=args.seconds / 2)
-            finally:
-                bare.close()
+                bare_rate, reach_rate = reach_rates(workdir / "bare.sock", reach, args)
         finally:
-            stop_process(iris.process)
             agent.terminate()
             agent.wait(10)
-    for name, result in (("relay", relay), ("echo", echo)):
-        print(
-            f"{name}: {len(result.latencies_ms)} ok, {len(result.errors)} errors", file=sys.stderr
-        )
-        if result.errors or not result.latencies_ms:
-            print(f"{name} errors (first 3): {result.errors[:3]}", file=sys.stderr)
-            return 1
-    for pct in (50.0, 99.0):
-        value, base = percentile(relay.latencies_ms, pct), percentile(echo.latencies_ms, pct)
-        emit(BENCH, f"relay_p{pct:.0f}_ms", value, "ms", base, ratio(value, base))
-    emit(
-        BENCH, "reach_requests_per_s", reach_rate, "req/s", bare_rate, ratio(reach_rate, bare_rate)
-    )
+    if report_loads({"relay": relay, "echo": echo}):
+        return 1
+    emit_percentiles(BENCH, "relay", relay.latencies_ms, echo.latencies_ms)
+    emit(BENCH, "reach_requests_per_s", reach_rate, "req/s", bare_rate)
     return 0
 
 

@@ -12,7 +12,6 @@ boot on this kind of machine (a nested microVM).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import threading
 import time
@@ -21,7 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import add_common_args, emit, handle_sigterm, percentile, ratio, run_main, temp_workdir
+from _cli import bench_parser, run_main
+from _figures import emit, percentile
+from _servers import temp_workdir
 
 from iris_runtime.engine.tools import ToolContext
 from iris_runtime.tools.bash import BashTool
@@ -79,15 +80,13 @@ def _time_one(tool: BashTool, command: str, ctx: ToolContext) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    add_common_args(parser)
+    parser = bench_parser(__doc__)
     parser.add_argument("--runs", type=int, default=30, help="commands per level and kind")
     parser.add_argument("--docker-container", help="also measure docker:<this container>")
     parser.add_argument(
         "--docker-data-dir", type=Path, help="the data dir whose work folder it shows"
     )
     args = parser.parse_args()
-    handle_sigterm()
     with temp_workdir() as workdir:
         data_dir = workdir / "data"
         data_dir.mkdir(mode=0o700)
@@ -110,7 +109,7 @@ def main() -> int:
             for level in contexts:
                 p50 = percentile(times[(level, kind)], 50) * 1000
                 name = level.replace(":", "_")
-                emit(BENCH, f"{name}_{kind}_p50", p50, "ms", baseline, ratio(p50, baseline))
+                emit(BENCH, f"{name}_{kind}_p50", p50, "ms", baseline)
     return 0
 
 

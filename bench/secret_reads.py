@@ -23,9 +23,10 @@ registry read and the audit write to what hvac does); zero errors under 500 conc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import requests
@@ -33,23 +34,10 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import (
-    LoadResult,
-    Request,
-    Server,
-    add_common_args,
-    drive_clients,
-    emit,
-    handle_sigterm,
-    log_tail,
-    percentile,
-    ratio,
-    run_main,
-    start_iris,
-    stop_process,
-    temp_workdir,
-    wait_healthy,
-)
+from _cli import bench_parser, run_main
+from _figures import emit, emit_percentiles, p50_within, percentile
+from _load import LoadResult, Request, drive_clients, report_loads
+from _servers import Server, running_iris, temp_workdir
 
 from iris_runtime.agents.registry import AgentRegistry
 from iris_runtime.testing.openbao import OpenBaoDev
@@ -97,12 +85,11 @@ def broker(url: str) -> Callable[[int], Request]:
     return lambda _: one
 
 
-def start_broker(workdir: Path, kind: str, env: dict[str, str]) -> Server:
-    """An Iris holding the secret, with the reading agent registered."""
+@contextlib.contextmanager
+def running_broker(workdir: Path, kind: str, env: dict[str, str]) -> Iterator[Server]:
+    """An Iris holding the secret, with the reading agent registered; stopped on exit."""
     data_dir = workdir / f"data-{kind}"
-    server = start_iris(workdir, extra_env={**env, "IRIS_DATA_DIR": str(data_dir)})
-    try:
-        wait_healthy(server.base_url, server.process, timeout=60)
+    with running_iris(workdir, extra_env={**env, "IRIS_DATA_DIR": str(data_dir)}) as server:
         reply = requests.put(
             f"{server.base_url}/secrets/{NAME}",
             json={"value": VALUE},
@@ -110,22 +97,17 @@ def start_broker(workdir: Path, kind: str, env: dict[str, str]) -> Server:
             timeout=30,
         )
         reply.raise_for_status()
-    except (RuntimeError, requests.RequestException) as exc:
-        stop_process(server.process)
-        raise RuntimeError(f"{kind}: {exc}\n{log_tail(server.process)}") from None
-    AgentRegistry(data_dir / "agents.json").register(
-        AGENT, "http://127.0.0.1:1", [NAME], AGENT_TOKEN
-    )
-    return server
+        AgentRegistry(data_dir / "agents.json").register(
+            AGENT, "http://127.0.0.1:1", [NAME], AGENT_TOKEN
+        )
+        yield server
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_args(parser, default_seconds=4.0)
+    parser = bench_parser(__doc__, default_seconds=4.0)
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients [8]")
     parser.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds [1.0]")
     args = parser.parse_args()
-    handle_sigterm()
     if args.clients < 1 or args.seconds <= 0:
         parser.error("need --clients >= 1 and --seconds > 0")
 
@@ -139,19 +121,16 @@ def main() -> int:
             "IRIS_VAULT_TOKEN_FILE": str(token_file),
             "IRIS_VAULT_PREFIX": PREFIX,
         }
-        servers: dict[str, Server] = {}
-        try:
-            servers["file"] = start_broker(workdir, "file", {})
-            servers["vault"] = start_broker(workdir, "vault", vault_env)
+        with (
+            running_broker(workdir, "file", {}) as file_iris,
+            running_broker(workdir, "vault", vault_env) as vault_iris,
+        ):
             loads = {
                 "raw_hvac": raw_hvac(bao),
-                "file": broker(servers["file"].base_url),
-                "vault": broker(servers["vault"].base_url),
+                "file": broker(file_iris.base_url),
+                "vault": broker(vault_iris.base_url),
             }
             return measure(args, loads)
-        finally:
-            for server in servers.values():
-                stop_process(server.process)
 
 
 def measure(args: argparse.Namespace, loads: dict[str, Callable[[int], Request]]) -> int:
@@ -179,24 +158,11 @@ def measure(args: argparse.Namespace, loads: dict[str, Callable[[int], Request]]
 
 def report_latency(measured: dict[str, LoadResult]) -> bool:
     """Emit p50/p99 against raw hvac; True when any phase had errors."""
-    failed = False
-    for kind, result in measured.items():
-        print(
-            f"{kind}: {len(result.latencies_ms)} ok, {len(result.errors)} errors "
-            f"({result.requests_per_s:.0f} req/s)",
-            file=sys.stderr,
-        )
-        if result.errors or not result.latencies_ms:
-            print(f"{kind} errors (first 3): {result.errors[:3]}", file=sys.stderr)
-            failed = True
+    failed = report_loads(measured)
     raw = measured["raw_hvac"].latencies_ms
     for kind in ("file", "vault"):
-        for pct in (50.0, 99.0):
-            value = percentile(measured[kind].latencies_ms, pct)
-            base = percentile(raw, pct)
-            emit(BENCH, f"{kind}_p{pct:.0f}_ms", value, "ms", base, ratio(value, base))
-    vault_ratio = ratio(percentile(measured["vault"].latencies_ms, 50), percentile(raw, 50))
-    met = vault_ratio is not None and vault_ratio <= P50_TARGET_RATIO
+        emit_percentiles(BENCH, kind, measured[kind].latencies_ms, raw)
+    met = p50_within(measured["vault"].latencies_ms, raw, P50_TARGET_RATIO)
     verdict = "met" if met else "MISSED"
     print(f"target: vault p50 <= {P50_TARGET_RATIO:g}x raw hvac: {verdict}", file=sys.stderr)
     return failed

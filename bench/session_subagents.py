@@ -16,29 +16,16 @@ for one turn in which the model calls ``sessions_spawn`` 50 times. Figures:
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import requests
-from _common import (
-    add_common_args,
-    emit,
-    handle_sigterm,
-    log_tail,
-    percentile,
-    ratio,
-    run_main,
-    start_iris,
-    stop_process,
-    temp_workdir,
-    wait_healthy,
-)
-from cold_start import children
+from _cli import bench_parser, run_main
+from _figures import emit, percentile
+from _proc import children, status_kb
+from _servers import anthropic_env, running_iris, temp_workdir
 
 from iris_runtime.session_agents.announce import ANNOUNCE_PROMPT
 from iris_runtime.testing.fake_llm import FakeAnthropic, Reply, Text, ToolCall
@@ -137,13 +124,6 @@ def wait_announced(base_url: str, token: str, session: str, count: int) -> float
     return time.perf_counter()
 
 
-def rss_kb(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
-
-
 def measure(base_url: str, token: str, worker: int) -> None:
     # Warm-up, and the single child's spawned-to-announced time.
     started = time.perf_counter()
@@ -157,7 +137,7 @@ def measure(base_url: str, token: str, worker: int) -> None:
     stream.close()
     baseline_ms = percentile(tool_latencies(stream.events, "bash"), 50)
 
-    rss_before = rss_kb(worker, "VmRSS") / 1024
+    rss_before = status_kb(worker, "VmRSS") / 1024
     stream = Stream(base_url, token, "fifty")
     time.sleep(0.2)
     started = time.perf_counter()
@@ -165,42 +145,26 @@ def measure(base_url: str, token: str, worker: int) -> None:
     done = wait_announced(base_url, token, "fifty", CHILDREN)
     stream.close()
     spawn_ms = percentile(tool_latencies(stream.events, "sessions_spawn"), 50)
-    peak = rss_kb(worker, "VmHWM") / 1024
+    peak = status_kb(worker, "VmHWM") / 1024
 
-    emit(
-        BENCH, "spawn_to_accepted_p50_ms", spawn_ms, "ms", baseline_ms, ratio(spawn_ms, baseline_ms)
-    )
+    emit(BENCH, "spawn_to_accepted_p50_ms", spawn_ms, "ms", baseline_ms)
     all_s = done - started
-    emit(BENCH, "all_announced_s", all_s, "s", single * CHILDREN, ratio(all_s, single * CHILDREN))
-    emit(BENCH, "peak_rss_mb", peak, "MB", rss_before, ratio(peak, rss_before))
+    emit(BENCH, "all_announced_s", all_s, "s", single * CHILDREN)
+    emit(BENCH, "peak_rss_mb", peak, "MB", rss_before)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_args(parser)
+    parser = bench_parser(__doc__)
     parser.parse_args()
-    handle_sigterm()
     with FakeAnthropic(api_key=KEY) as fake, temp_workdir() as workdir:
         fake.respond_with(respond)
-        server = start_iris(
-            workdir,
-            extra_env={
-                "IRIS_PROVIDER": "anthropic",
-                "ANTHROPIC_API_KEY": KEY,
-                "ANTHROPIC_BASE_URL": fake.base_url,
-                "IRIS_MODEL": "claude-sonnet-5-5",
-                "IRIS_LOG_LEVEL": "warning",
-            },
-        )
-        try:
-            wait_healthy(server.base_url, server.process, timeout=60.0)
+        env = {
+            **anthropic_env(fake.base_url, KEY, "claude-sonnet-5-5"),
+            "IRIS_LOG_LEVEL": "warning",
+        }
+        with running_iris(workdir, extra_env=env) as server:
             [worker] = children(server.process.pid)
             measure(server.base_url, server.token, worker)
-        except Exception:
-            print(log_tail(server.process), file=sys.stderr)
-            raise
-        finally:
-            stop_process(server.process)
     return 0
 
 

@@ -27,7 +27,6 @@ The exit status is 1 when a target is MISSED.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 import time
@@ -40,22 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import itertools
 
-from _common import (
-    LoadResult,
-    Request,
-    Server,
-    add_common_args,
-    drive_clients,
-    emit,
-    handle_sigterm,
-    log_tail,
-    ratio,
-    run_main,
-    start_iris,
-    stop_process,
-    temp_workdir,
-    wait_healthy,
-)
+from _cli import bench_parser, run_main
+from _figures import emit
+from _load import LoadResult, Request, drive_clients, split_evenly
+from _servers import Server, log_tail, running_iris, temp_workdir
 
 from iris_runtime.testing.fake_telegram import BotMessage, FakeTelegram
 
@@ -91,7 +78,7 @@ def telegram_phase(fake: FakeTelegram, first_chat: int, count: int, timeout: flo
 
 def api_phase(server: Server, count: int, tag: str, clients: int = 16) -> LoadResult:
     headers = {"Authorization": f"Bearer {server.token}"}
-    per_client = [count // clients + (1 if i < count % clients else 0) for i in range(clients)]
+    per_client = split_evenly(count, clients)
 
     def request_for(index: int) -> Request:
         sequence = iter(range(10**9))
@@ -158,29 +145,23 @@ def markup_phase(size: int = 100_000) -> tuple[float, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_common_args(parser, default_seconds=0.0)  # no timed phases; accepted for run_all
+    parser = bench_parser(__doc__, default_seconds=0.0)  # no timed phases; accepted for run_all
     parser.add_argument("--messages", type=int, default=200, help="messages per phase [200]")
     parser.add_argument("--burst-chats", type=int, default=10, help="chats in the burst [10]")
     parser.add_argument("--timeout", type=float, default=300.0, help="per phase [300 s]")
     args = parser.parse_args()
-    handle_sigterm()
     if args.messages < 16 or args.burst_chats < 1:
         parser.error("need --messages >= 16 and --burst-chats >= 1")
 
     telegram_s: list[float] = []
     api = LoadResult()
     with temp_workdir() as workdir, FakeTelegram() as fake:
-        server = start_iris(
-            workdir,
-            extra_env={
-                "TELEGRAM_BOT_TOKEN": fake.token,
-                "IRIS_TELEGRAM_API_URL": fake.api_url,
-                "IRIS_TELEGRAM_ALLOWED_USERS": "*",
-            },
-        )
-        try:
-            wait_healthy(server.base_url, server.process)
+        env = {
+            "TELEGRAM_BOT_TOKEN": fake.token,
+            "IRIS_TELEGRAM_API_URL": fake.api_url,
+            "IRIS_TELEGRAM_ALLOWED_USERS": "*",
+        }
+        with running_iris(workdir, extra_env=env) as server:
             try:
                 fake.wait_for(lambda f: f.calls_of("getUpdates"), "Iris polling the fake", 30)
             except AssertionError:
@@ -205,8 +186,6 @@ def main() -> int:
                     telegram_s.append(telegram_phase(fake, next_chat, args.messages, args.timeout))
                     next_chat += args.messages
             rate, gap, edits = burst_phase(fake, 3_000_000, args.burst_chats, args.timeout)
-        finally:
-            stop_process(server.process)
         if fake.errors:
             print(f"the fake failed: {fake.errors[:1]}", file=sys.stderr)
             return 1
@@ -218,14 +197,14 @@ def main() -> int:
         f"api: {len(api.latencies_ms)} in {api.elapsed_s:.2f} s; burst: {edits} edits",
         file=sys.stderr,
     )
-    emit(BENCH, "messages_per_s", tg_rate, "msg/s", api_rate, ratio(tg_rate, api_rate))
+    emit(BENCH, "messages_per_s", tg_rate, "msg/s", api_rate)
     limit = 1.0 / EDIT_INTERVAL_S
-    emit(BENCH, "burst_edit_rate_per_s", rate, "edits/s", limit, ratio(rate, limit))
-    emit(BENCH, "burst_min_edit_gap_s", gap, "s", EDIT_INTERVAL_S, ratio(gap, EDIT_INTERVAL_S))
+    emit(BENCH, "burst_edit_rate_per_s", rate, "edits/s", limit)
+    emit(BENCH, "burst_min_edit_gap_s", gap, "s", EDIT_INTERVAL_S)
     within = rate <= limit * 1.005 and gap >= EDIT_INTERVAL_S * 0.995  # timer granularity
     print(f"target edits within the throttle: {'met' if within else 'MISSED'}", file=sys.stderr)
     worst, prose = markup_phase()
-    emit(BENCH, "markup_worst_kb_per_s", worst, "KB/s", prose, ratio(worst, prose))
+    emit(BENCH, "markup_worst_kb_per_s", worst, "KB/s", prose)
     linear = worst >= 0.1 * prose
     print(f"target markup linear: {'met' if linear else 'MISSED'}", file=sys.stderr)
     return 0 if within and linear else 1

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from iris_runtime import data_layout
@@ -34,30 +34,46 @@ TOKEN_FILE_NAME = data_layout.API_TOKEN
 SECRET_FIELDS = frozenset({"api_token", "vault_token", "vault_secret_id"})
 SECRETS_MODES = ("store", "proxy", "env")
 
+Number = TypeVar("Number", int, float)
 
-def _env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+
+def env_number(
+    env: Mapping[str, str],
+    name: str,
+    default: Number,
+    *,
+    minimum: float,
+    maximum: float | None = None,
+    kind: type[Number],
+) -> Number:
+    """``name``'s value as ``kind`` (int or float) within ``[minimum, maximum]``; ``default``
+    when unset or blank. Anything else (text, NaN, infinity) is a ConfigError naming ``name``."""
     raw = env.get(name, "").strip()
     if not raw:
         return default
     try:
-        value = int(raw)
+        value = kind(raw)
     except ValueError:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+        what = "an integer" if kind is int else "a number"
+        raise ConfigError(f"{name} must be {what}, got {raw[:40]!r}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {raw[:40]!r}")
     if value < minimum:
-        raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+        raise ConfigError(f"{name} must be at least {minimum:g}, got {value:g}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name} must be at most {maximum:g}, got {value:g}")
     return value
 
 
+def _env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+    return env_number(env, name, default, minimum=minimum, kind=int)
+
+
 def env_float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{name} must be a positive number, got {raw!r}")
+    """A positive number of seconds, hours, ...: zero is refused as well."""
+    value = env_number(env, name, default, minimum=0.0, kind=float)
+    if value <= 0:
+        raise ConfigError(f"{name} must be a positive number, got {value:g}")
     return value
 
 
@@ -167,7 +183,7 @@ class Settings:
             data_dir=data_dir.resolve(),
             api_host=env.get("IRIS_API_HOST", "").strip() or "127.0.0.1",
             api_port=_env_port(env, "IRIS_API_PORT") or default_api_port,
-            api_token=_secret_from(env, "IRIS_API_TOKEN"),
+            api_token=credential(env, "IRIS_API_TOKEN"),
             webui_port=_env_port(env, "IRIS_WEBUI_PORT"),
             bridge_port=bridge_port,
             agent_name=agent_name,
@@ -318,16 +334,23 @@ class Settings:
         return out
 
 
-def _secret_from(env: Mapping[str, str], name: str) -> str:
-    """A credential from ``NAME`` or from the file named by ``NAME_FILE`` (preferred: a file
-    keeps it out of the process environment of everything Iris starts)."""
+def credential(env: Mapping[str, str], name: str, *, strip: bool = True) -> str:
+    """A credential from the file named by ``NAME_FILE`` (preferred: a file keeps it out of
+    the process environment of everything Iris starts) or from ``NAME``; '' when neither is
+    set. A file's value is stripped (editors add a newline); ``NAME``'s unless ``strip`` is
+    False (a password may begin or end with a space)."""
     file_name = env.get(f"{name}_FILE", "").strip()
     if file_name:
         try:
             return Path(file_name).expanduser().read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise ConfigError(f"{name}_FILE: cannot read {file_name}: {exc.strerror}") from None
-    return env.get(name, "").strip()
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{name}_FILE: {file_name} is not UTF-8 text (byte {exc.start})"
+            ) from None
+    value = env.get(name, "")
+    return value.strip() if strip else value
 
 
 def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
@@ -345,9 +368,9 @@ def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "vault_mount": env.get("IRIS_VAULT_MOUNT", "").strip().strip("/") or "secret",
         "vault_prefix": env.get("IRIS_VAULT_PREFIX", "").strip().strip("/") or "iris",
         "vault_proxy_path": env.get("IRIS_VAULT_PROXY_PATH", "").strip().strip("/"),
-        "vault_token": _secret_from(env, "IRIS_VAULT_TOKEN"),
+        "vault_token": credential(env, "IRIS_VAULT_TOKEN"),
         "vault_role_id": env.get("IRIS_VAULT_ROLE_ID", "").strip(),
-        "vault_secret_id": _secret_from(env, "IRIS_VAULT_SECRET_ID"),
+        "vault_secret_id": credential(env, "IRIS_VAULT_SECRET_ID"),
         "vault_cacert": env.get("IRIS_VAULT_CACERT", "").strip() or None,
         "vault_timeout_seconds": env_float(env, "IRIS_VAULT_TIMEOUT_SECONDS", 5.0),
     }

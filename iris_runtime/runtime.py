@@ -18,6 +18,7 @@ from iris_runtime.engine.core import Engine
 from iris_runtime.engine.tools import ToolRegistry
 from iris_runtime.errors import ConfigError
 from iris_runtime.plugins import PluginHost
+from iris_runtime.private_files import UnsafeFile
 from iris_runtime.secrets.broker import SecretBroker
 from iris_runtime.secrets.selection import broker_for
 from iris_runtime.tools.sandbox import split_level
@@ -70,7 +71,7 @@ def _session_agents(runtime: Runtime) -> SessionAgents | None:
 
     try:
         service = SessionAgents(runtime.engine, runtime.settings, runtime.host.providers())
-    except (sqlite3.Error, OSError) as exc:
+    except (sqlite3.Error, OSError, UnsafeFile) as exc:
         log.error("session sub-agents are off: state.db cannot be used (%s)", exc)
         return None
     install(service)

@@ -38,12 +38,20 @@ def open_state_db(path: Path, schema: Iterable[str]) -> sqlite3.Connection:
 
 @contextmanager
 def transaction(conn: sqlite3.Connection, lock: threading.Lock) -> Iterator[sqlite3.Connection]:
-    """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on any error) under ``lock``."""
-    with lock:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
+    """:func:`immediate` under ``lock``."""
+    with lock, immediate(conn):
+        yield conn
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on any error). The caller holds the lock
+    that serialises its uses of ``conn``."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        if conn.in_transaction:  # SQLite may have rolled back already (a full disk, I/O error)
             conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        raise
+    conn.execute("COMMIT")

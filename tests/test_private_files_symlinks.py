@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from iris_runtime.events.state import FiringStore
 from iris_runtime.private_files import (
     UnsafeFile,
     file_lock,
@@ -156,8 +157,32 @@ def test_a_symlinked_state_db_is_refused_before_sqlite_opens_it(
     assert fingerprint(victim) == before
 
 
+@pytest.mark.parametrize("name", ["state.db", "state.db-wal", "state.db-shm"])
+def test_the_event_firings_store_refuses_a_symlinked_state_db(
+    data: Path, victim: Path, name: str
+) -> None:
+    before = fingerprint(victim)
+    plant_link(data / name, victim)
+    store = FiringStore(data / "state.db", now=lambda: 0.0)
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        store.open()
+    store.close()
+    assert fingerprint(victim) == before
+
+
 def test_state_db_is_still_made_private_and_given_to_the_service_user(data: Path) -> None:
     with SupervisedStore(data) as store:
         assert store.all() == []
+    st = os.lstat(data / "state.db")
+    assert stat.S_IMODE(st.st_mode) == 0o600 and (st.st_uid, st.st_gid) == SERVICE
+
+
+def test_the_firings_store_makes_state_db_private_and_the_service_users_too(data: Path) -> None:
+    store = FiringStore(data / "state.db", now=lambda: 0.0)
+    store.open()
+    try:
+        assert store.count() == 0
+    finally:
+        store.close()
     st = os.lstat(data / "state.db")
     assert stat.S_IMODE(st.st_mode) == 0o600 and (st.st_uid, st.st_gid) == SERVICE

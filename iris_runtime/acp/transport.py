@@ -8,13 +8,12 @@ cards. The whole reply still folds into the context's accumulator, for the run's
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Protocol
 
 from iris_runtime.engine.agent import SILENT_MARKER
 from iris_runtime.engine.core import Engine
-from iris_runtime.engine.headless import HeadlessContext
+from iris_runtime.engine.headless import HeadlessContext, HeadlessTransport, PendingSinks
 from iris_runtime.engine.runs import RunTicket
 from iris_runtime.engine.transport import (
     ChannelInfo,
@@ -114,30 +113,17 @@ class AcpContext(HeadlessContext):
         self.respond(text)
 
 
-class AcpTransport:
+class AcpTransport(HeadlessTransport):
     transport_id = "acp"
     prompt_profile = ACP_PROFILE
     stop_command_hint = "the editor's stop button"
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._streams: dict[int, PromptStream] = {}  # by id() of the event being submitted
-        self._lock = threading.Lock()
-
-    def start(self) -> None:
-        return None
-
-    def stop(self) -> None:
-        return None
+        self._streams: PendingSinks[PromptStream] = PendingSinks()
 
     def owns_channel(self, channel_id: str) -> bool:
         return channel_id.startswith(CHANNEL_PREFIX)
-
-    def channels(self) -> list[ChannelInfo]:
-        return []
-
-    def users(self) -> list[UserInfo]:
-        return []
 
     def post_message(self, channel_id: str, text: str) -> str:
         # A message Iris sends unprompted (a sub-agent's announce) is kept in the log, which
@@ -154,18 +140,9 @@ class AcpTransport:
     def create_context(
         self, event: TransportEvent, state: ChannelState, is_event: bool = False
     ) -> AcpContext:
-        with self._lock:
-            stream = self._streams.pop(id(event), None)
-        return AcpContext(event, stream)
+        return AcpContext(event, self._streams.take(event))
 
     def submit(self, event: TransportEvent, stream: PromptStream) -> RunTicket:
         """Run one prompt; its live output goes to ``stream``. Raises QueueFull when the
         session already has five messages waiting."""
-        with self._lock:
-            self._streams[id(event)] = stream
-        try:
-            return self._engine.submit(self, event)
-        except Exception:
-            with self._lock:
-                self._streams.pop(id(event), None)
-            raise
+        return self._streams.submit(event, stream, lambda: self._engine.submit(self, event))

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
 from collections.abc import Callable
 
 from iris_runtime.engine.core import Engine
-from iris_runtime.engine.headless import HeadlessContext
+from iris_runtime.engine.headless import HeadlessContext, HeadlessTransport, PendingSinks
 from iris_runtime.engine.runs import RunTicket
 from iris_runtime.engine.transport import (
     ChannelInfo,
@@ -69,7 +68,7 @@ class BridgeContext(HeadlessContext):
             self._on_status(text)
 
 
-class BridgeTransport:
+class BridgeTransport(HeadlessTransport):
     transport_id = "bridge"
     prompt_profile = BRIDGE_PROFILE
     stop_command_hint = "POST /sessions/<id>/stop"
@@ -77,24 +76,11 @@ class BridgeTransport:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._message_ids = itertools.count(1)
-        # Status callbacks of pending bridge requests, keyed by their event object.
-        self._status_sinks: dict[int, Callable[[str], None]] = {}
-        self._sinks_lock = threading.Lock()
-
-    def start(self) -> None:
-        return None
-
-    def stop(self) -> None:
-        return None
+        # Where each pending request's progress lines go.
+        self._status_sinks: PendingSinks[Callable[[str], None]] = PendingSinks()
 
     def owns_channel(self, channel_id: str) -> bool:
         return True  # the catch-all: whatever no other transport claims
-
-    def channels(self) -> list[ChannelInfo]:
-        return []
-
-    def users(self) -> list[UserInfo]:
-        return []
 
     def post_message(self, channel_id: str, text: str) -> str:
         # Nobody reads a headless channel unprompted; the text is kept in the channel's log.
@@ -123,21 +109,11 @@ class BridgeTransport:
     def create_context(
         self, event: TransportEvent, state: ChannelState, is_event: bool = False
     ) -> BridgeContext:
-        with self._sinks_lock:
-            on_status = self._status_sinks.pop(id(event), None)
-        return BridgeContext(event, on_status)
+        return BridgeContext(event, self._status_sinks.take(event))
 
     def submit_request(self, event: TransportEvent, on_status: Callable[[str], None]) -> RunTicket:
         """Run a bridge request whose progress lines go to ``on_status``."""
-        with self._sinks_lock:
-            self._status_sinks[id(event)] = on_status
-        try:
-            ticket = self._engine.submit(self, event)
-        except Exception:
-            with self._sinks_lock:
-                self._status_sinks.pop(id(event), None)
-            raise
-        return ticket
+        return self._status_sinks.submit(event, on_status, lambda: self._engine.submit(self, event))
 
     # -- SessionInjector ----------------------------------------------------------------------
 

@@ -13,8 +13,6 @@ checks the event's user against the channel's admins itself, and answers nobody 
 
 from __future__ import annotations
 
-import re
-
 from iris_runtime.agents.registry import registry_for
 from iris_runtime.custom_agents.router import picker_entries
 from iris_runtime.engine.core import Engine
@@ -25,8 +23,6 @@ from iris_runtime.events.catalog import list_events
 from iris_runtime.events.files import folders_on_disk
 from iris_runtime.events.schedule import SystemClock
 
-# "/agents", also as Telegram writes a command addressed to one bot ("/agents@iris_bot").
-_COMMAND = re.compile(r"/(agents|events|channels)(?:@\S+)?(?:\s+(.*))?", re.DOTALL | re.IGNORECASE)
 MAX_LINES = 50
 
 
@@ -38,8 +34,8 @@ class AdminCommands:
         return ""
 
     def route(self, request: RouteRequest) -> RouteOutcome | None:
-        match = _COMMAND.fullmatch(request.event.text.strip())
-        if match is None:
+        command = request.slash_command("agents", "events", "channels")
+        if command is None:
             return None
         channel, _ = split_conversation(request.event.channel)
         modes = self._engine.channel_modes
@@ -48,7 +44,7 @@ class AdminCommands:
             return None  # elsewhere it is an ordinary message
         if request.event.user not in rule.admins:
             return RouteOutcome(REFUSAL)
-        verb, rest = match.group(1).lower(), (match.group(2) or "").strip().lower()
+        verb, rest = command[0], command[1].lower()
         if verb == "agents":
             return RouteOutcome(self._agents())
         if verb == "events":

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from iris_runtime.secrets.env_store import parse_env_file
+from iris_runtime.secrets.env_store import env_file_lines, parse_env_file
 
 OPTION = "--env-file"
 KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -38,14 +38,8 @@ def read_env_file(path: Path) -> dict[str, str]:
         raise EnvFileError(f"{OPTION} {path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise EnvFileError(f"{OPTION} {path}: not UTF-8 text (byte {exc.start})") from None
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("export "):
-            line = line[len("export ") :].lstrip()
-        key, sep, value = line.partition("=")
-        if not sep or not KEY_RE.fullmatch(key.strip()):
+    for number, key, has_value, value in env_file_lines(text):
+        if not has_value or not KEY_RE.fullmatch(key.strip()):
             raise EnvFileError(
                 f"{OPTION} {path}: line {number} is not KEY=VALUE "
                 "(KEY: letters, digits and '_', not starting with a digit)"

@@ -8,35 +8,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import click
 
-from iris_runtime.cli.common import load_settings
-from iris_runtime.errors import IrisError
+from iris_runtime.cli.common import clean_errors, load_settings
 from iris_runtime.events.catalog import add_event, fire_event, list_events, remove_event
 from iris_runtime.events.files import Folder, choose_folder, folders_on_disk, parse_event_fields
 from iris_runtime.events.schedule import SystemClock
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _clean_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """An IrisError is the user's to fix: show its message, not a traceback."""
-
-    @wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return func(*args, **kwargs)
-        except IrisError as exc:
-            raise click.ClickException(exc.message) from None
-
-    return wrapper
-
 
 _transport_option = click.option(
     "--transport",
@@ -59,7 +39,7 @@ def events() -> None:
 
 @events.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@_clean_errors
+@clean_errors
 def list_command(as_json: bool) -> None:
     """List every event file, with its next run or the reason it was rejected."""
     settings = load_settings()
@@ -92,7 +72,7 @@ def _summary(entry: dict[str, Any]) -> str:
 @click.option("--timezone", metavar="IANA", help="Periodic: the cron's time zone.")
 @_transport_option
 @click.option("--replace", is_flag=True, help="Overwrite an existing event of that name.")
-@_clean_errors
+@clean_errors
 def add(
     name: str,
     channel: str,
@@ -126,7 +106,7 @@ def add(
 @events.command(name="rm")
 @click.argument("name")
 @_transport_option
-@_clean_errors
+@clean_errors
 def remove(name: str, transport: str | None) -> None:
     """Remove event NAME (it will not run again)."""
     data_dir = load_settings().data_dir
@@ -137,7 +117,7 @@ def remove(name: str, transport: str | None) -> None:
 @events.command()
 @click.argument("name")
 @_transport_option
-@_clean_errors
+@clean_errors
 def fire(name: str, transport: str | None) -> None:
     """Run event NAME once now (its own schedule is unchanged)."""
     data_dir = load_settings().data_dir

@@ -1,14 +1,21 @@
-"""A reply context with no chat to post in: everything the run says folds into one text.
+"""Transports with no chat to post in: the bridge, editor (ACP) sessions, sub-agents' sessions.
 
-The headless bridge and background sub-agents' sessions both need one; a transport subclasses
-it and changes what it must (where status lines and files go)."""
+:class:`HeadlessContext` is their reply context: everything the run says folds into one text; a
+transport subclasses it and changes what it must (where status lines and files go).
+:class:`HeadlessTransport` is what they share as transports: nothing to start, no directory.
+:class:`PendingSinks` hands a run, when its context is made, what its submitter wants its live
+output to reach (a status callback, an editor's stream)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from iris_runtime.engine.transport import ChannelInfo, ToolEvent, TransportEvent, UserInfo
+
+Sink = TypeVar("Sink")
+Result = TypeVar("Result")
 
 
 class HeadlessContext:
@@ -52,3 +59,46 @@ class HeadlessContext:
 
     def set_status(self, text: str) -> None:
         return None
+
+
+class HeadlessTransport:
+    """The parts of the transport contract a headless transport answers the same way."""
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    def channels(self) -> list[ChannelInfo]:
+        return []
+
+    def users(self) -> list[UserInfo]:
+        return []
+
+
+class PendingSinks(Generic[Sink]):
+    """What a submitter wants a run's live output to reach (a status callback, an editor's
+    stream), kept from ``submit`` until the engine makes the run's context.
+
+    The value is stored before the engine is asked, because its worker may make the context
+    before ``submit`` returns; it is dropped again if the submission is refused. The event is
+    held with it, so a value is only ever handed to the very event it was given for."""
+
+    def __init__(self) -> None:
+        self._pending: dict[int, tuple[TransportEvent, Sink]] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, event: TransportEvent, sink: Sink, do_submit: Callable[[], Result]) -> Result:
+        with self._lock:
+            self._pending[id(event)] = (event, sink)
+        try:
+            return do_submit()
+        except Exception:
+            self.take(event)
+            raise
+
+    def take(self, event: TransportEvent) -> Sink | None:
+        with self._lock:
+            entry = self._pending.pop(id(event), None)
+        return entry[1] if entry is not None and entry[0] is event else None

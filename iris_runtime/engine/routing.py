@@ -9,6 +9,8 @@ run, not in the transports.
 from __future__ import annotations
 
 import contextlib
+import functools
+import re
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -47,6 +49,23 @@ class RouteRequest:
     # The run's live output (text deltas, tool cards), for routers whose answer streams in;
     # None where the caller has none. The final text still goes in the RouteOutcome.
     output: RunOutput | None = None
+
+    def slash_command(self, *names: str) -> tuple[str, str] | None:
+        """``(name, rest)`` when the message is ``/name rest`` for one of ``names`` (any case;
+        also as Telegram writes a command addressed to one bot, ``/name@iris_bot``); else None.
+        ``name`` comes back as given in ``names``, ``rest`` stripped."""
+        match = _slash_command(names).fullmatch(self.event.text.strip())
+        if match is None:
+            return None
+        typed = match.group(1)  # as written: "/AGENTS", or a Unicode case variant IGNORECASE allows
+        name = next(n for n in names if re.fullmatch(re.escape(n), typed, re.IGNORECASE))
+        return name, (match.group(2) or "").strip()
+
+
+@functools.cache
+def _slash_command(names: tuple[str, ...]) -> re.Pattern[str]:
+    alternatives = "|".join(re.escape(name) for name in names)
+    return re.compile(rf"/({alternatives})(?:@\S+)?(?:\s+(.*))?", re.DOTALL | re.IGNORECASE)
 
 
 class MessageRouter(Protocol):

@@ -48,6 +48,7 @@ from iris_runtime.events.recovery import ChannelLog, Recovery
 from iris_runtime.events.schedule import Clock, Due, SystemClock, Timetable
 from iris_runtime.events.state import DB_NAME, Firing, FiringStore
 from iris_runtime.events.watcher import Watcher, WatcherThread
+from iris_runtime.private_files import UnsafeFile
 
 if TYPE_CHECKING:
     from iris_runtime.engine.core import Engine
@@ -152,7 +153,7 @@ class EventService:
                 self._make_folders()
                 self._store.open()
                 revived = self._recovery.start(self.folders, self._clock.now())
-            except (sqlite3.Error, OSError) as exc:
+            except (sqlite3.Error, OSError, UnsafeFile) as exc:
                 # Without its record, delivery could neither promise "nothing lost" nor "nothing
                 # twice": nothing runs and nothing is touched until the record is usable again.
                 self._store.close()

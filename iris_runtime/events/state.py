@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Literal
 
 from iris_runtime import data_layout
+from iris_runtime.private_files import UnsafeFile, check_private_path
+from iris_runtime.state_db import immediate, open_state_db
 
 DB_NAME = data_layout.STATE_DB
 FiringState = Literal["pending", "accepted", "done"]
@@ -86,18 +88,7 @@ class FiringStore:
         with self._lock:
             if self._conn is not None:
                 return
-            conn = sqlite3.connect(
-                self.path, timeout=10.0, isolation_level=None, check_same_thread=False
-            )
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
-                conn.execute(_SCHEMA)
-            except BaseException:
-                conn.close()  # e.g. "file is not a database": nothing half-open is kept
-                raise
-            self._conn = conn
-        self.path.chmod(0o600)
+            self._conn = open_state_db(self.path, [_SCHEMA])
 
     def close(self) -> None:
         with self._lock:
@@ -110,14 +101,8 @@ class FiringStore:
         with self._lock:
             if self._conn is None:
                 raise RuntimeError("the firing store is not open")
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(self._conn) as conn:
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -259,6 +244,10 @@ def database_problem(path: Path) -> str | None:
     checked read-only, for ``iris doctor``."""
     if not path.exists():
         return None
+    try:
+        check_private_path(path, sqlite=True)  # what the store would refuse to open
+    except UnsafeFile as exc:
+        return exc.message
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
         try:

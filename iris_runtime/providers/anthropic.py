@@ -36,7 +36,7 @@ from anthropic.types import (
     ToolParam,
 )
 
-from iris_runtime.config import Settings
+from iris_runtime.config import Settings, env_number
 from iris_runtime.engine.provider import (
     Message,
     ProviderEvent,
@@ -325,17 +325,15 @@ class AnthropicProvider(RetryingProvider[anthropic.Anthropic, _Call]):
 
 
 def _thinking_budget(settings: Settings, model: ModelInfo) -> int | None:
-    raw = settings.env.get("IRIS_THINKING_BUDGET", "").strip()
-    if not raw:
+    if not settings.env.get("IRIS_THINKING_BUDGET", "").strip():
         return None
-    try:
-        budget = int(raw)
-    except ValueError:
-        raise ConfigError(f"IRIS_THINKING_BUDGET must be an integer, got {raw!r}") from None
-    if not MIN_THINKING_BUDGET <= budget < model.max_output_tokens:
+    budget = env_number(
+        settings.env, "IRIS_THINKING_BUDGET", 0, minimum=MIN_THINKING_BUDGET, kind=int
+    )
+    if budget >= model.max_output_tokens:
         raise ConfigError(
-            f"IRIS_THINKING_BUDGET must be at least {MIN_THINKING_BUDGET} and below {model.id}'s "
-            f"output limit ({model.max_output_tokens}), got {budget}"
+            f"IRIS_THINKING_BUDGET must be below {model.id}'s output limit "
+            f"({model.max_output_tokens}), got {budget}"
         )
     return budget
 

@@ -201,14 +201,10 @@ class SupervisedStore:
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock, self._unusable_is_clear():
-            conn = self._open()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            from iris_runtime.state_db import immediate  # (see _open)
+
+            with immediate(self._open()) as conn:
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:

@@ -8,25 +8,40 @@ served without a restart. The process environment wins over the file, as it woul
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from iris_runtime.config import Settings
 from iris_runtime.secrets.backend import ReadOnlyStore
 
 
-def parse_env_file(text: str) -> dict[str, str]:
-    """``KEY=value`` lines; ``export``, blank lines, ``#`` comments and matching quotes handled."""
-    out: dict[str, str] = {}
-    for raw in text.splitlines():
+class EnvFileLine(NamedTuple):
+    number: int  # from 1
+    key: str  # as written before the first "=" (the whole line when it has none)
+    has_value: bool  # the line has a "="
+    value: str  # as written after it
+
+
+def env_file_lines(text: str) -> Iterator[EnvFileLine]:
+    """Each line that is not blank or a ``#`` comment, an ``export`` prefix taken off."""
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         if line.startswith("export "):
             line = line[len("export ") :].lstrip()
         key, sep, value = line.partition("=")
+        yield EnvFileLine(number, key, bool(sep), value)
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """``KEY=value`` lines; ``export``, blank lines, ``#`` comments and matching quotes handled
+    (a line that is not ``KEY=value`` is skipped)."""
+    out: dict[str, str] = {}
+    for _, key, has_value, value in env_file_lines(text):
         key = key.strip()
-        if not sep or not key:
+        if not has_value or not key:
             continue
         value = value.strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":

@@ -21,8 +21,6 @@ from iris_runtime.session_agents.lookup import NotFoundHere, find_spawn, transcr
 from iris_runtime.session_agents.service import SessionAgents, SpawnRefused
 from iris_runtime.session_agents.store import RunRecord
 
-# "/subagents", also as Telegram writes a command addressed to one bot in a group.
-_COMMAND = re.compile(r"/subagents(?:@\S+)?(?:\s+(.*))?", re.DOTALL | re.IGNORECASE)
 USAGE = (
     "Usage: /subagents list | stop <id|#|all> | log <id|#> [limit] [tools] | info <id|#> | "
     "send <id|#> <message>"
@@ -42,10 +40,10 @@ class SubagentsCommand:
         return ""
 
     def route(self, request: RouteRequest) -> RouteOutcome | None:
-        match = _COMMAND.fullmatch(request.event.text.strip())
-        if match is None:
+        command = request.slash_command("subagents")
+        if command is None:
             return None
-        words = (match.group(1) or "").split(maxsplit=2)
+        words = command[1].split(maxsplit=2)
         verb = words[0].lower() if words else "list"
         handler = {
             "list": self._list,

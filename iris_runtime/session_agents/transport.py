@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from iris_runtime.engine.headless import HeadlessContext
+from iris_runtime.engine.headless import HeadlessContext, HeadlessTransport
 from iris_runtime.engine.transport import (
     ChannelInfo,
     ChannelShape,
@@ -72,7 +72,7 @@ class ChildContext(HeadlessContext):
         self._sessions.append_marker(self.message.channel, "tool", **fields)
 
 
-class SubagentTransport:
+class SubagentTransport(HeadlessTransport):
     transport_id = TRANSPORT_ID
     prompt_profile = PROFILE
     stop_command_hint = "/subagents stop <id|#|all>"
@@ -81,20 +81,8 @@ class SubagentTransport:
         self._sessions = sessions
         self._on_start = on_start  # called with the channel when one of its runs starts
 
-    def start(self) -> None:
-        return None
-
-    def stop(self) -> None:
-        return None
-
     def owns_channel(self, channel_id: str) -> bool:
         return is_child_channel(channel_id)
-
-    def channels(self) -> list[ChannelInfo]:
-        return []
-
-    def users(self) -> list[UserInfo]:
-        return []
 
     def post_message(self, channel_id: str, text: str) -> str:
         raise InvalidInput(

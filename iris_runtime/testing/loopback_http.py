@@ -33,8 +33,9 @@ import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Generic, Protocol, Self, TypeVar
+
+from iris_runtime.testing.scoped import Scoped
 
 __all__ = [
     "ErrorSink",
@@ -221,7 +222,7 @@ class LoopbackHandler(BaseHTTPRequestHandler, ABC):
         pass
 
 
-class LoopbackFake:
+class LoopbackFake(Scoped):
     """The lifecycle a fake offers a test, around the service its ``__init__`` sets as
     ``_service``: :attr:`port`, :meth:`start`, :meth:`stop`, and ``with`` (which starts the
     fake unless it runs already, and stops it at the end)."""
@@ -240,17 +241,11 @@ class LoopbackFake:
         """Stop accepting, drop every open connection, join every thread, close every socket."""
         self._service.stop(timeout)
 
-    def __enter__(self) -> Self:
+    def _bring_up(self) -> None:
         if not self._service.running:
             self.start()
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _take_down(self) -> None:
         self.stop()
 
 

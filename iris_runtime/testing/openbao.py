@@ -17,7 +17,6 @@ errors has them blanked.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import shutil
@@ -25,16 +24,16 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import requests
 
+from iris_runtime.testing.polling import poll
+from iris_runtime.testing.scoped import Scoped
 from iris_runtime.testing.server import free_port
 
 if TYPE_CHECKING:
@@ -69,8 +68,9 @@ class UnsealKeys:
     root_token: str = field(repr=False)
 
 
-class _BaoProcess(ABC):
-    """One ``bao server`` child: start, wait until it answers, stop by PID."""
+class _BaoProcess(Scoped):
+    """One ``bao server`` child: start, wait until it answers, stop by PID; ``with`` starts it
+    and ends with :meth:`cleanup`."""
 
     kind = "OpenBao server"
 
@@ -93,6 +93,9 @@ class _BaoProcess(ABC):
 
     @abstractmethod
     def _ready(self) -> bool: ...
+
+    @abstractmethod
+    def start(self, timeout: float = STARTUP_TIMEOUT) -> _BaoProcess: ...
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -122,17 +125,17 @@ class _BaoProcess(ABC):
 
     def wait_for(self, ready: Callable[[], bool], what: str, timeout: float) -> None:
         """Poll ``ready`` until True; a clear error with the log tail otherwise."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+
+        def answered() -> bool:
             if self.process is not None and self.process.poll() is not None:
                 raise OpenBaoError(
                     f"{self.kind} exited with code {self.process.returncode}; "
                     f"last output:\n{self.log_tail()}"
                 )
-            with contextlib.suppress(requests.RequestException):
-                if ready():
-                    return
-            time.sleep(0.05)
+            return ready()
+
+        if poll(answered, timeout, ignoring=(requests.RequestException,)):
+            return
         raise OpenBaoError(
             f"{what} within {timeout:g}s at {self.addr}; last output:\n{self.log_tail()}"
         )
@@ -156,6 +159,12 @@ class _BaoProcess(ABC):
     def cleanup(self) -> None:
         self.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _bring_up(self) -> None:
+        self.start()
+
+    def _take_down(self) -> None:
+        self.cleanup()
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -252,18 +261,8 @@ class OpenBaoDev(_BaoProcess):
         if reply.status_code >= 300:
             raise OpenBaoError(f"cannot mount KV v2 at secret/: HTTP {reply.status_code}")
 
-    def __enter__(self) -> OpenBaoDev:
-        return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.cleanup()
-
-
+# A lone node (no peers, an audit device) and a cluster member (peers to join) alike.
 RAFT_CONFIG = """\
 ui = false
 disable_mlock = true
@@ -278,12 +277,20 @@ listener "tcp" {{
 
 storage "raft" {{
   path    = "{raft_dir}"
-  node_id = "iris-test"
+  node_id = "{node_id}"
   # The default (5) waits ~5 s before a lone node elects itself; 1 is the fastest setting.
   performance_multiplier = 1
-}}
+{joins}}}
+{audit}"""
 
-# OpenBao refuses to enable audit devices through the API; they are declared here.
+RETRY_JOIN = """\
+  retry_join {{
+    leader_api_addr = "{peer}"
+  }}
+"""
+
+# OpenBao refuses to enable audit devices through the API; they are declared in the config.
+AUDIT_DEVICE = """
 audit "file" "file" {{
   description = "iris tests"
   options {{
@@ -300,9 +307,12 @@ class OpenBaoRaft(_BaoProcess):
     """
 
     kind = "OpenBao raft server"
+    audited = True  # with the file audit device at ``audit_log``
 
-    def __init__(self, bao: str | None = None) -> None:
+    def __init__(self, bao: str | None = None, node_id: str = "iris-test") -> None:
         super().__init__(bao)
+        self.node_id = node_id
+        self.peers: list[str] = []  # API addresses of the nodes to join (a cluster's others)
         self.cluster_port = free_port()
         self.raft_dir = self.workdir / "raft"
         self.audit_log = self.workdir / "audit.log"
@@ -332,7 +342,9 @@ class OpenBaoRaft(_BaoProcess):
                 port=self.port,
                 cluster_port=self.cluster_port,
                 raft_dir=self.raft_dir,
-                audit_log=self.audit_log,
+                node_id=self.node_id,
+                joins="".join(RETRY_JOIN.format(peer=peer) for peer in self.peers),
+                audit=AUDIT_DEVICE.format(audit_log=self.audit_log) if self.audited else "",
             )
         )
 
@@ -348,9 +360,15 @@ class OpenBaoRaft(_BaoProcess):
         if reply.status_code != 200:
             raise OpenBaoError(f"init failed: HTTP {reply.status_code}")
         body = reply.json()
-        self.keys = UnsealKeys(unseal_key=body["keys_base64"][0], root_token=body["root_token"])
-        self._redact += [self.keys.unseal_key, self.keys.root_token]
-        return self.keys
+        keys = UnsealKeys(unseal_key=body["keys_base64"][0], root_token=body["root_token"])
+        self.adopt(keys)
+        return keys
+
+    def adopt(self, keys: UnsealKeys) -> None:
+        """Hold ``keys`` (this node's own from ``init()``, or its cluster's) and blank them in
+        every log tail quoted."""
+        self.keys = keys
+        self._redact += [keys.unseal_key, keys.root_token]
 
     def unseal(self, timeout: float = STARTUP_TIMEOUT) -> None:
         """Unseal and wait until the node is the active one (raft elects itself first)."""
@@ -372,14 +390,3 @@ class OpenBaoRaft(_BaoProcess):
         """Stop and start again on the same ports and storage: it comes back sealed."""
         self.stop()
         return self.start(timeout)
-
-    def __enter__(self) -> OpenBaoRaft:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.cleanup()

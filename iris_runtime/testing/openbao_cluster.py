@@ -12,9 +12,6 @@ all of them are in the cluster (one active, the rest standbys).
 
 from __future__ import annotations
 
-import time
-from types import TracebackType
-
 from iris_runtime.testing.openbao import (
     STARTUP_TIMEOUT,
     OpenBaoError,
@@ -22,63 +19,25 @@ from iris_runtime.testing.openbao import (
     UnsealKeys,
     find_bao,
 )
+from iris_runtime.testing.polling import poll
+from iris_runtime.testing.scoped import Scoped
 
 # OpenBao's sys/health codes: 200 active, 429 unsealed standby.
 ACTIVE = 200
 STANDBY = 429
 
-NODE_CONFIG = """\
-ui = false
-disable_mlock = true
-api_addr = "{addr}"
-cluster_addr = "https://127.0.0.1:{cluster_port}"
-
-listener "tcp" {{
-  address         = "127.0.0.1:{port}"
-  cluster_address = "127.0.0.1:{cluster_port}"
-  tls_disable     = true
-}}
-
-storage "raft" {{
-  path    = "{raft_dir}"
-  node_id = "{node_id}"
-  performance_multiplier = 1
-{joins}
-}}
-"""
-
 
 class ClusterNode(OpenBaoRaft):
-    """One member: its config names the others to join."""
+    """One member: its config names the others (``peers``) to join; no audit device."""
 
     kind = "OpenBao cluster node"
-
-    def __init__(self, bao: str, node_id: str) -> None:
-        super().__init__(bao)
-        self.node_id = node_id
-        self.peers: list[str] = []
+    audited = False
 
     def __repr__(self) -> str:
         return f"ClusterNode({self.node_id!r}, addr={self.addr!r}, running={self.running})"
 
-    def write_config(self) -> None:
-        self.raft_dir.mkdir(mode=0o700, exist_ok=True)
-        joins = "\n".join(
-            f'  retry_join {{\n    leader_api_addr = "{peer}"\n  }}' for peer in self.peers
-        )
-        self.config_path.write_text(
-            NODE_CONFIG.format(
-                addr=self.addr,
-                port=self.port,
-                cluster_port=self.cluster_port,
-                raft_dir=self.raft_dir,
-                node_id=self.node_id,
-                joins=joins,
-            )
-        )
 
-
-class OpenBaoCluster:
+class OpenBaoCluster(Scoped):
     """``size`` nodes (odd, so a majority exists after losing one), initialised and unsealed."""
 
     def __init__(self, size: int = 3, bao: str | None = None) -> None:
@@ -115,10 +74,8 @@ class OpenBaoCluster:
             json={"server_stabilization_time": "1s"},
         )
         for node in self.nodes[1:]:
-            node.keys = self.keys
-            node._redact += [self.keys.unseal_key, self.keys.root_token]
+            node.adopt(self.keys)
             self.unseal_follower(node, timeout)
-        _ = time.monotonic()
         first.wait_for(self._all_voters, "the joined nodes did not become voters", timeout)
         return self
 
@@ -164,31 +121,24 @@ class OpenBaoCluster:
 
     def leader(self, timeout: float = STARTUP_TIMEOUT) -> ClusterNode:
         """The active node, once there is one."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for node in self.nodes:
-                if node.running and _health(node) == ACTIVE:
-                    return node
-            time.sleep(0.05)
+
+        def active() -> ClusterNode | None:
+            # Node by node: one that refuses connections does not hide an active one after it.
+            return next((n for n in self.nodes if n.running and _health(n) == ACTIVE), None)
+
+        found = poll(active, timeout)
+        if found is not None:
+            return found
         raise OpenBaoError(f"no active node within {timeout:g}s")
 
     def cleanup(self) -> None:
         for node in self.nodes:
             node.cleanup()
 
-    def __enter__(self) -> OpenBaoCluster:
-        try:
-            return self.start()
-        except BaseException:
-            self.cleanup()
-            raise
+    def _bring_up(self) -> None:
+        self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _take_down(self) -> None:
         self.cleanup()
 
 

@@ -10,12 +10,13 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from iris_runtime.testing.polling import poll
 
 STARTUP_TIMEOUT = 20.0
 
@@ -105,18 +106,17 @@ class IrisServer:
             self.command(), env=self.environment(), stdout=log, stderr=subprocess.STDOUT
         )
         log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+        process = self.process
+
+        def healthy() -> bool:
+            if process.poll() is not None:
                 raise RuntimeError(
-                    f"iris serve exited with {self.process.returncode}:\n{self.log_tail()}"
+                    f"iris serve exited with {process.returncode}:\n{self.log_tail()}"
                 )
-            try:
-                if self.get("/health", auth=False).status == 200:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.05)
+            return self.get("/health", auth=False).status == 200
+
+        if poll(healthy, timeout, ignoring=(OSError,)):
+            return self
         self.stop()
         raise RuntimeError(f"iris serve not healthy after {timeout}s:\n{self.log_tail()}")
 

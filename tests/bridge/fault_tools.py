@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from iris_runtime.agents.ports import can_bind
 from iris_runtime.testing.server import IrisServer
 
 
@@ -238,17 +239,7 @@ def kill_hard(server: IrisServer) -> None:
     if "BRIDGE_PORT" in server.env:
         ports.append(int(server.env["BRIDGE_PORT"]))
     for port in ports:  # no orphan still holds them
-        wait_for(functools.partial(_bindable, port), 10, f"port {port} to be free")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+        wait_for(functools.partial(can_bind, port), 10, f"port {port} to be free")
 
 
 def _gone(pid: int) -> bool:

@@ -395,3 +395,27 @@ def test_a_corrupt_state_db_disables_events_but_iris_still_serves(
     [line] = [line for line in doctor.stdout.splitlines() if "] events" in line]
     assert "[fail]" in line and "file is not a database" in line
     assert doctor.returncode == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Iris refuses planted links when it runs as root")
+def test_a_symlinked_state_db_disables_events_without_touching_its_target(
+    spec: dict[str, Any], start_iris: Start, tmp_path: Path
+) -> None:
+    data = tmp_path / "linked"
+    (data / "events").mkdir(parents=True, mode=0o700)
+    victim = tmp_path / "victim.db"
+    victim.write_bytes(b"somebody else's file\n")
+    (data / "state.db").symlink_to(victim)
+    server = start_iris(data)
+    assert server.get("/health").status == 200
+
+    listed = assert_documented(spec, "GET", "/events", server.get("/events"), 503)
+    assert listed["code"] == "events_unavailable" and "symbolic link" in listed["error"]
+    assert victim.read_bytes() == b"somebody else's file\n"
+    assert not any(p.name.startswith("victim.db-") for p in tmp_path.iterdir())
+
+    doctor = run_iris(
+        "doctor", env=clean_environment(IRIS_DATA_DIR=str(data), IRIS_LOAD_PLUGINS=""), timeout=60
+    )
+    [line] = [line for line in doctor.stdout.splitlines() if "] events" in line]
+    assert "[fail]" in line and "symbolic link" in line

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import secrets
 import subprocess
-from types import TracebackType
+
+from iris_runtime.testing.netns import (
+    add_namespace,
+    add_veth,
+    address_link,
+    delete_namespace,
+    ip,
+    plug_in,
+)
+from iris_runtime.testing.scoped import Scoped
 
 
-def _ip(*args: str) -> None:
-    done = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"ip {' '.join(args)} failed: {done.stderr.strip()}")
-
-
-class FleetNetwork:
+class FleetNetwork(Scoped):
     """``add(name)`` gives a host its namespace and address on 10.<n>.<m>.0/24."""
 
     def __init__(self) -> None:
@@ -34,16 +37,13 @@ class FleetNetwork:
         self._next = 1
 
     def create(self) -> FleetNetwork:
-        _ip("netns", "add", self.switch)
-        self._namespaces.append(self.switch)
-        _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
-        _ip("-n", self.switch, "link", "set", "br0", "up")
-        # The controller (this test process) on the LAN.
-        _ip("link", "add", self._controller_link, "type", "veth", "peer", "name", "ctl",
-            "netns", self.switch)  # fmt: skip
-        _ip("-n", self.switch, "link", "set", "ctl", "master", "br0", "up")
-        _ip("addr", "add", f"{self.controller_addr}/24", "dev", self._controller_link)
-        _ip("link", "set", self._controller_link, "up")
+        self._add_namespace(self.switch)
+        ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
+        ip("-n", self.switch, "link", "set", "br0", "up")
+        # The controller (this test process) on the LAN: its end here, the other on the bridge.
+        add_veth(self._controller_link, self.switch, peer="ctl")
+        self._attach("ctl")
+        address_link(self._controller_link, f"{self.controller_addr}/24")
         return self
 
     def add(self, name: str) -> tuple[str, str]:
@@ -52,37 +52,34 @@ class FleetNetwork:
         number = self._next
         self._next += 1
         netns = f"iris-{self.tag}-{number}"
-        _ip("netns", "add", netns)
-        self._namespaces.append(netns)
+        self._add_namespace(netns)
+        # The link is made in the switch: its end there joins the bridge, the other is the
+        # host's eth0.
         port = f"p{number}"
-        _ip("-n", self.switch, "link", "add", port, "type", "veth", "peer", "name", "eth0",
-            "netns", netns)  # fmt: skip
-        _ip("-n", self.switch, "link", "set", port, "master", "br0", "up")
+        add_veth(port, netns, netns=self.switch)
+        self._attach(port)
         addr = f"{self.prefix}.{number}"
-        _ip("-n", netns, "addr", "add", f"{addr}/24", "dev", "eth0")
-        _ip("-n", netns, "link", "set", "eth0", "up")
-        _ip("-n", netns, "link", "set", "lo", "up")
+        plug_in(netns, f"{addr}/24")
         return netns, addr
+
+    def _add_namespace(self, netns: str) -> None:
+        add_namespace(netns)
+        self._namespaces.append(netns)
+
+    def _attach(self, port: str) -> None:
+        """The switch's end of a link becomes a port of its bridge."""
+        ip("-n", self.switch, "link", "set", port, "master", "br0", "up")
 
     def close(self) -> None:
         subprocess.run(
             ["ip", "link", "del", self._controller_link], capture_output=True, check=False
         )
         for netns in reversed(self._namespaces):
-            subprocess.run(["ip", "netns", "del", netns], capture_output=True, check=False)
+            delete_namespace(netns)
         self._namespaces.clear()
 
-    def __enter__(self) -> FleetNetwork:
-        try:
-            return self.create()
-        except BaseException:
-            self.close()
-            raise
+    def _bring_up(self) -> None:
+        self.create()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _take_down(self) -> None:
         self.close()

@@ -27,10 +27,11 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 
 import pytest
 
+from iris_runtime.testing.polling import poll
+from iris_runtime.testing.scoped import Scoped
 from tests.provisioning.rootfs import require_root_and
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +51,7 @@ def checkout_binds() -> list[Path]:
     return binds
 
 
-class NspawnHost:
+class NspawnHost(Scoped):
     """One booted container. ``start()``/``stop()``, or use it as a context manager."""
 
     def __init__(
@@ -204,28 +205,25 @@ class NspawnHost:
             f"--directory={merged}",
         ]
 
-    def __enter__(self) -> NspawnHost:
-        return self.start()
+    def _bring_up(self) -> None:
+        self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _take_down(self) -> None:
         self.stop()
 
     def _find_init(self) -> int:
         """The child of systemd-nspawn once it has exec'd systemd (our process is nspawn itself:
         unshare and sh exec into it)."""
         assert self._process is not None
-        deadline = time.monotonic() + BOOT_TIMEOUT
-        while time.monotonic() < deadline:
+        nspawn = self._process.pid
+
+        def systemd() -> int | None:
             self._fail_if_exited()
-            for child in _children(self._process.pid):
-                if _comm(child) == "systemd":
-                    return child
-            time.sleep(0.05)
+            return next((c for c in _children(nspawn) if _comm(c) == "systemd"), None)
+
+        found = poll(systemd, BOOT_TIMEOUT)
+        if found is not None:
+            return found
         raise RuntimeError(f"systemd-nspawn started no init within {BOOT_TIMEOUT:.0f} s")
 
     def _wait_booted(self) -> None:

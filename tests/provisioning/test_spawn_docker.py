@@ -9,14 +9,13 @@ import json
 import os
 import random
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from iris_runtime.provision.docker_cli import container_state, inspect_container
-from iris_runtime.testing.server import IrisServer, clean_environment
+from iris_runtime.testing.server import IrisServer, clean_environment, run_iris
 from tests.provisioning.dockerd import (  # noqa: F401  (fixtures)
     Dockerd,
     docker_base_image,
@@ -67,15 +66,7 @@ def iris_cli(
     env = clean_environment(
         **{k: v for k, v in iris.environment().items() if k.startswith(("IRIS_", "DOCKER_HOST"))}
     )
-    return subprocess.run(
-        [sys.executable, "-m", "iris_runtime", *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return run_iris(*args, env=env, stdin=stdin, timeout=600)
 
 
 def docker(dockerd: Dockerd, *args: str) -> subprocess.CompletedProcess[str]:  # noqa: F811

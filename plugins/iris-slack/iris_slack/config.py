@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import urlsplit
 
+from iris_runtime.config import credential
 from iris_runtime.errors import ConfigError
 
 APP_TOKEN = "IRIS_SLACK_APP_TOKEN"  # noqa: S105 (variable names, not values)
@@ -24,16 +24,6 @@ SLACK_FILE_HOSTS = frozenset({"files.slack.com"})
 DEFAULT_MAX_FILE_BYTES = 25 * 1024 * 1024
 
 
-def _secret(env: Mapping[str, str], name: str) -> str:
-    file_name = env.get(f"{name}_FILE", "").strip()
-    if file_name:
-        try:
-            return Path(file_name).expanduser().read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(f"{name}_FILE: cannot read {file_name}: {exc.strerror}") from None
-    return env.get(name, "").strip()
-
-
 @dataclass(frozen=True)
 class SlackConfig:
     app_token: str = field(repr=False)
@@ -44,7 +34,7 @@ class SlackConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> SlackConfig | None:
         """The configuration, or None when the credentials are absent (Slack stays off)."""
-        app_token, bot_token = _secret(env, APP_TOKEN), _secret(env, BOT_TOKEN)
+        app_token, bot_token = credential(env, APP_TOKEN), credential(env, BOT_TOKEN)
         if not app_token and not bot_token:
             return None
         if not app_token or not bot_token:

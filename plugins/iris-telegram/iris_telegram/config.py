@@ -11,8 +11,8 @@ import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from iris_runtime.config import credential, env_number
 from iris_runtime.errors import ConfigError
 
 TOKEN_VARIABLE = "TELEGRAM_BOT_TOKEN"  # noqa: S105 (a variable name)
@@ -37,20 +37,6 @@ def _ids(env: Mapping[str, str], name: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def _token(env: Mapping[str, str]) -> str:
-    """The token from ``TELEGRAM_BOT_TOKEN_FILE`` (preferred: it keeps the token out of the
-    environment of every process Iris starts) or ``TELEGRAM_BOT_TOKEN``."""
-    file_name = env.get(f"{TOKEN_VARIABLE}_FILE", "").strip()
-    if file_name:
-        try:
-            return Path(file_name).expanduser().read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(
-                f"{TOKEN_VARIABLE}_FILE: cannot read {file_name}: {exc.strerror}"
-            ) from None
-    return env.get(TOKEN_VARIABLE, "").strip()
-
-
 def _number(
     env: Mapping[str, str],
     name: str,
@@ -59,18 +45,7 @@ def _number(
     *,
     maximum: float | None = None,
 ) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw[:40]!r}") from None
-    if value < minimum:
-        raise ConfigError(f"{name} must be at least {minimum:g}, got {value:g}")
-    if maximum is not None and value > maximum:
-        raise ConfigError(f"{name} must be at most {maximum:g}, got {value:g}")
-    return value
+    return env_number(env, name, default, minimum=minimum, maximum=maximum, kind=float)
 
 
 @dataclass(frozen=True)
@@ -99,7 +74,7 @@ class TelegramConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TelegramConfig | None:
         """The configuration, or None when no token is set (the transport stays off)."""
-        token = _token(env)
+        token = credential(env, TOKEN_VARIABLE)
         if not token:
             return None
         if not _TOKEN_SHAPE.fullmatch(token):

@@ -317,6 +317,9 @@ def test_the_token_may_come_from_a_file(tmp_path: Path) -> None:
         ({"TELEGRAM_BOT_TOKEN": "not a token secret-value"}, "does not look like a bot token"),
         ({"TELEGRAM_BOT_TOKEN": TOKEN, "IRIS_TELEGRAM_API_URL": "ftp://x"}, "http(s) base URL"),
         ({"TELEGRAM_BOT_TOKEN": TOKEN, "IRIS_TELEGRAM_EDIT_INTERVAL_MS": "fast"}, "a number"),
+        ({"TELEGRAM_BOT_TOKEN": TOKEN, "IRIS_TELEGRAM_RETRY_MAX_MS": "nan"}, "a finite number"),
+        ({"TELEGRAM_BOT_TOKEN": TOKEN, "IRIS_TELEGRAM_RETRIES": "inf"}, "a finite number"),
+        ({"TELEGRAM_BOT_TOKEN": TOKEN, "IRIS_TELEGRAM_POLL_TIMEOUT_S": "51"}, "at most 50"),
     ],
 )
 def test_bad_configuration_is_explained_without_the_token(

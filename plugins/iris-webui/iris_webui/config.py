@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iris_runtime.config import Settings
-from iris_runtime.errors import ConfigError
+from iris_runtime.config import Settings, credential, env_number
 from iris_runtime.tools.environment import is_withheld
 
 PASSWORD_VARIABLE = "IRIS_WEBUI_PASSWORD"  # noqa: S105 (a variable name)
@@ -26,33 +25,8 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 MIN_SECRET_CHARS = 6  # shorter values would blank out ordinary words in tool cards
 
 
-def _password(env: Mapping[str, str]) -> str | None:
-    """From ``IRIS_WEBUI_PASSWORD_FILE`` (keeps it out of every child's environment) or
-    ``IRIS_WEBUI_PASSWORD``; None when neither is set (then only login links work)."""
-    file_name = env.get(f"{PASSWORD_VARIABLE}_FILE", "").strip()
-    if file_name:
-        try:
-            value = Path(file_name).expanduser().read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(
-                f"{PASSWORD_VARIABLE}_FILE: cannot read {file_name}: {exc.strerror}"
-            ) from None
-    else:
-        value = env.get(PASSWORD_VARIABLE, "")
-    return value or None
-
-
 def _upload_limit(env: Mapping[str, str]) -> int:
-    raw = env.get(UPLOAD_VARIABLE, "").strip()
-    if not raw:
-        return DEFAULT_MAX_UPLOAD
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{UPLOAD_VARIABLE} must be a number of bytes, got {raw!r}") from None
-    if value < 1:
-        raise ConfigError(f"{UPLOAD_VARIABLE} must be at least 1, got {value}")
-    return value
+    return env_number(env, UPLOAD_VARIABLE, DEFAULT_MAX_UPLOAD, minimum=1, kind=int)
 
 
 def _with_port(host: str, port: int) -> str:
@@ -103,7 +77,8 @@ class WebConfig:
     def from_settings(cls, settings: Settings) -> WebConfig | None:
         if not settings.webui_port:
             return None
-        password = _password(settings.env)
+        # None when neither variable is set: then only login links sign in.
+        password = credential(settings.env, PASSWORD_VARIABLE, strip=False) or None
         return cls(
             port=settings.webui_port,
             data_dir=settings.data_dir,
