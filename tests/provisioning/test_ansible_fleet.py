@@ -37,7 +37,6 @@ from iris_runtime.testing.pki import OpenBaoPki
 from tests.provisioning.ansible_fleet import Fleet, FleetHost
 from tests.provisioning.ansible_host import AnsibleRun, require_ansible, snapshot_checkout
 from tests.provisioning.fleet_network import FleetNetwork
-from tests.provisioning.polling import wait_for
 from tests.provisioning.rootfs import debian_rootfs, require_root_and  # noqa: F401 (fixture)
 from tests.provisioning.site_scenario import (
     AGENT,
@@ -47,6 +46,7 @@ from tests.provisioning.site_scenario import (
     SKILL,
     seed_host,
 )
+from tests.provisioning.waiting import wait_for
 from tests.provisioning.wheelhouse import iris_wheelhouse  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]

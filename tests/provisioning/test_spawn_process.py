@@ -24,7 +24,7 @@ import iris_runtime
 from iris_runtime.agents.ports import can_bind
 from iris_runtime.provision.process_service import ProcessService
 from iris_runtime.testing.server import IrisServer, clean_environment
-from tests.provisioning.polling import wait_for
+from tests.provisioning.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

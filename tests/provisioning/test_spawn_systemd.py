@@ -18,8 +18,8 @@ import requests
 
 from iris_runtime.agents.ports import can_bind
 from tests.provisioning.nspawn import REPO_ROOT, NspawnHost, nspawn_host  # noqa: F401 (fixture)
-from tests.provisioning.polling import wait_for
 from tests.provisioning.rootfs import debian_rootfs  # noqa: F401 (fixture)
+from tests.provisioning.waiting import wait_for
 from tests.sandbox.support import PROBE_COMMAND
 
 # The first test to need the Debian rootfs builds it (debootstrap, about a minute).

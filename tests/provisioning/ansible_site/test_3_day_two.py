@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.provisioning.ansible_site.converged import Site, assert_ok
-from tests.provisioning.polling import wait_for
 from tests.provisioning.site_scenario import AGENT, ALLOWED_SECRET
+from tests.provisioning.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
