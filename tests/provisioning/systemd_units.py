@@ -9,7 +9,6 @@ import os
 import random
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ import pytest
 from iris_runtime.agents.ports import can_bind
 from iris_runtime.provision.launch import AgentLaunch, no_progress
 from iris_runtime.provision.systemd import DEFAULT_AGENT_USER, SystemdService
+from iris_runtime.testing.polling import poll
 from tests.provisioning.nspawn import NspawnHost
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,11 +98,8 @@ def agent_launch(host: NspawnHost, name: str, **changes: Any) -> AgentLaunch:
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
+    if not poll(condition, timeout, interval=0.1):
+        raise AssertionError(f"gave up waiting for {what}")
 
 
 def get(url: str, token: str | None = None) -> tuple[int, dict[str, Any]]:

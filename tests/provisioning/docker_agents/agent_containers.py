@@ -1,12 +1,10 @@
 """The Docker-mode agents the tests install: their launches, the parent's planted secrets, and
-what the tests watch (health, every process's argv while an install runs)."""
+how a test reaches an installed agent (its health, its API)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -100,37 +98,11 @@ def make_launch(home_root: Path, name: str, mode: str, broker: str) -> AgentLaun
     )
 
 
-class ArgvWatcher:
-    """Samples every process's argv (what `ps` shows) while a block runs."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-                with contextlib.suppress(OSError):
-                    self.seen.add(
-                        cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                    )
-            time.sleep(0.05)
-
-    def __enter__(self) -> ArgvWatcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 @dataclass
 class Installed:
     agents: DockerAgents
     launch: AgentLaunch
     token: str | None
     progress: list[str]
-    argv: set[str]
+    argv: set[str]  # every process's command line (as `ps` shows it) while it installed
     env_file: Path

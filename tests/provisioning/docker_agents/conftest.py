@@ -10,10 +10,10 @@ import pytest
 
 from iris_runtime.provision.docker import DockerAgents
 from iris_runtime.provision.terraform import Terraform
+from iris_runtime.testing.leaks import CommandLineSampler
 from tests.provisioning.docker_agents.agent_containers import (
     IMAGE,
     PARENT_SECRETS,
-    ArgvWatcher,
     Installed,
     make_launch,
 )
@@ -64,10 +64,11 @@ def store_agent(
         tmp_path_factory.mktemp("homes"), "digest", "store", "http://127.0.0.1:3000"
     )
     progress: list[str] = []
-    with ArgvWatcher() as watcher:
+    with CommandLineSampler() as commands:
         token = docker_agents.install(
             launch, secrets_mode="store", unique_token=True, progress=progress.append
         )
+    argv = {line.replace(b"\0", b" ").decode(errors="replace") for line in commands.seen}
     assert docker_agents.env_file is not None
-    yield Installed(docker_agents, launch, token, progress, watcher.seen, docker_agents.env_file)
+    yield Installed(docker_agents, launch, token, progress, argv, docker_agents.env_file)
     docker_agents.remove(launch.name, progress.append)
