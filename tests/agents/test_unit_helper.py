@@ -1,6 +1,6 @@
 """The agent-unit helper's checks of what Iris's user controls: its env file never decides what
 root writes, and a record or home that is not what a spawn makes is refused. (The whole path,
-polkit and systemd included, is tested in tests/provisioning/test_ansible_site.py.)"""
+polkit and systemd included, is tested in tests/provisioning/ansible_site/test_2_agents.py.)"""
 
 from __future__ import annotations
 

@@ -10,9 +10,10 @@ them; per-run overrides go into a file passed with ``-e @file`` (values never on
 Output streams into a log file under the test's temp dir (``AnsibleRun.log``), named in every
 assertion message so a failed converge can be read afterwards.
 
-Fixture: ``ansible_nspawn_host`` (module scope): a bare server (the shared rootfs on a persistent
-overlay, nothing of the controller bound in) and its ``AnsibleHost``, stopped at the module's end.
-Import it with ``debian_rootfs`` from ``tests.provisioning.rootfs``.
+Fixture: ``ansible_nspawn_host`` (package scope): a bare server (the shared rootfs on a persistent
+overlay, nothing of the controller bound in) and its ``AnsibleHost``, stopped at the package's end.
+Import it with ``debian_rootfs`` from ``tests.provisioning.rootfs`` into the conftest.py of the
+package whose test modules share the server.
 """
 
 from __future__ import annotations
@@ -332,7 +333,7 @@ def bare_server(rootfs: Path, workdir: Path) -> Iterator[AnsibleHost]:
         yield AnsibleHost(host, workdir / "ansible")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def ansible_nspawn_host(
     debian_rootfs: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[AnsibleHost]:

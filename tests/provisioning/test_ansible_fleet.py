@@ -13,7 +13,7 @@ Certificates come from OpenBao's PKI engine (the session's dev server), placed o
 the files an operator supplies.
 
 Everything is installed from the session wheelhouse and the controller's checkout, as in
-test_ansible_site.py; the rootfs and wheelhouse caches are shared with it.
+ansible_site/; the rootfs and wheelhouse caches are shared with it.
 """
 
 from __future__ import annotations
@@ -38,16 +38,15 @@ from tests.provisioning.ansible_fleet import Fleet, FleetHost
 from tests.provisioning.ansible_host import AnsibleRun, require_ansible, snapshot_checkout
 from tests.provisioning.fleet_network import FleetNetwork
 from tests.provisioning.rootfs import debian_rootfs, require_root_and  # noqa: F401 (fixture)
-from tests.provisioning.test_ansible_site import (
+from tests.provisioning.site_scenario import (
     AGENT,
     ALLOWED_SECRET,
     OTHER_SECRET,
-    RULES,
     SCRIPT,
     SKILL,
-    SKILL_MD,
-    wait_for,
+    seed_host,
 )
+from tests.provisioning.waiting import wait_for
 from tests.provisioning.wheelhouse import iris_wheelhouse  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -147,17 +146,6 @@ def place_tls(member: FleetHost, pki: OpenBaoPki, prefix: str = "IRIS_TLS") -> d
     }
 
 
-def seed_agent_host(member: FleetHost) -> None:
-    """The agent's workspace skill and the scripted model's rules on the agent host."""
-    skill = member.path(f"/iris/data/skills/{SKILL}")
-    skill.mkdir(parents=True)
-    (skill / "SKILL.md").write_text(SKILL_MD)
-    script = member.path(str(SCRIPT))
-    script.parent.mkdir(parents=True)
-    script.write_text(json.dumps({"rules": RULES}))
-    script.chmod(0o644)
-
-
 @pytest.fixture(scope="module")
 def fleet_site(
     debian_rootfs: Path,  # noqa: F811
@@ -200,7 +188,7 @@ def fleet_site(
                 },
                 iris_agent_agents=[{"name": AGENT, "skills": [SKILL, "get-secret"]}],
             )
-            seed_agent_host(agent_host)
+            seed_host(agent_host.host)  # the agent's skill and the model's rules
             for node in fleet.in_group("iris_secrets"):
                 node.host_vars.update(
                     iris_secrets_listen_address=node.addr,

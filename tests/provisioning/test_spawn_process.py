@@ -13,7 +13,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import iris_runtime
 from iris_runtime.agents.ports import can_bind
 from iris_runtime.provision.process_service import ProcessService
 from iris_runtime.testing.server import IrisServer, clean_environment
+from tests.provisioning.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -59,17 +59,6 @@ AGENT_RULES = [
 ]
 
 StartIris = Callable[..., IrisServer]
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    """Poll ``check`` until it returns something truthy (a wait, not a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def healthy(port: int) -> bool:
@@ -195,6 +184,7 @@ def test_spawn_answer_survive_kill_and_remove(iris: IrisServer) -> None:
     wait_for(
         lambda: (s := service.status("digest")) and s.pid != first.pid and healthy(api_port),
         "the agent to be restarted",
+        timeout=60,
     )
     again = iris.post("/sessions/s2/message", json_body={"text": "@digest who are you"})
     assert again.json()["text"] == "digest here"

@@ -9,8 +9,7 @@ import json
 import random
 import secrets
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import requests
 from iris_runtime.agents.ports import can_bind
 from tests.provisioning.nspawn import REPO_ROOT, NspawnHost, nspawn_host  # noqa: F401 (fixture)
 from tests.provisioning.rootfs import debian_rootfs  # noqa: F401 (fixture)
+from tests.provisioning.waiting import wait_for
 from tests.sandbox.support import PROBE_COMMAND
 
 # The first test to need the Debian rootfs builds it (debootstrap, about a minute).
@@ -62,15 +62,6 @@ RULES = [
         ],
     },
 ]
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := check():
-            return result
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class ContainerIris:
@@ -119,7 +110,7 @@ class ContainerIris:
             env={"TELEGRAM_BOT_TOKEN": self.env["TELEGRAM_BOT_TOKEN"]},
         )
         assert done.returncode == 0, done.stderr
-        wait_for(self.healthy, "Iris inside the container")
+        wait_for(self.healthy, "Iris inside the container", timeout=60)
 
     def healthy(self) -> bool:
         try:

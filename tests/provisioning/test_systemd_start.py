@@ -11,7 +11,7 @@ from iris_runtime.provision.launch import no_progress
 from iris_runtime.provision.systemd import SystemdService
 from tests.provisioning.nspawn import NspawnHost, nspawn_host  # noqa: F401 (fixture)
 from tests.provisioning.rootfs import debian_rootfs  # noqa: F401 (fixture)
-from tests.provisioning.test_systemd_service import (
+from tests.provisioning.systemd_units import (
     agent_launch,
     healthy,
     service,  # noqa: F401 (fixture)

@@ -12,19 +12,11 @@ description:
 - Reads C(auth/<mount>/role/<name>) and writes the wanted I(settings) when any differs. Durations
   (keys ending in C(_ttl) or C(_period)) compare in seconds, lists as sets, and CIDR lists (keys
   ending in C(_cidrs)) as sets of networks (OpenBao gives a /32 or /128 back as a bare address).
+extends_documentation_fragment:
+- iris_openbao
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    required: true
-  ca_file:
-    description: CA bundle to verify a TLS server with; empty means the system's.
-    type: str
-    default: ''
   token:
     description: Token allowed to manage the AppRole mount.
-    type: str
-    default: ''
   mount:
     description: AppRole mount path.
     type: str

@@ -12,19 +12,11 @@ description:
 - Reads C(sys/init); when the server is not initialised yet, initialises it and returns the unseal
   keys and the root token. Already initialised means no change.
 - 'The result holds secrets; give the task C(no_log: true).'
+extends_documentation_fragment:
+- iris_openbao
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    required: true
-  ca_file:
-    description: CA bundle to verify a TLS server with; empty means the system's.
-    type: str
-    default: ''
   token:
     description: Unused.
-    type: str
-    default: ''
   secret_shares:
     description: Number of unseal key shares.
     type: int

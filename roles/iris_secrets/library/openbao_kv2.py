@@ -12,19 +12,11 @@ description:
 - 'For each name in I(values), reads C(<mount>/data/<prefix>/<name>) and writes
   C({"value": <value>}) when it is missing, deleted or different. Values never appear in the
   result; the changed names do.'
+extends_documentation_fragment:
+- iris_openbao
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    required: true
-  ca_file:
-    description: CA bundle to verify a TLS server with; empty means the system's.
-    type: str
-    default: ''
   token:
     description: Token allowed to read and write the values.
-    type: str
-    default: ''
   mount:
     description: KV v2 mount path.
     type: str

@@ -12,19 +12,11 @@ description:
 - Lists the enabled engines (or auth methods) and enables the wanted one at I(path) when it is
   missing. A different engine already at that path is an error; nothing is ever disabled, since
   that would destroy its data.
+extends_documentation_fragment:
+- iris_openbao
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    required: true
-  ca_file:
-    description: CA bundle to verify a TLS server with; empty means the system's.
-    type: str
-    default: ''
   token:
     description: Token allowed to manage mounts.
-    type: str
-    default: ''
   backend:
     description: Secrets engine or auth method.
     type: str

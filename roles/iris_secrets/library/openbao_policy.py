@@ -10,19 +10,11 @@ module: openbao_policy
 short_description: Manage an OpenBao ACL policy
 description:
 - Writes the policy when its text differs (whitespace at the ends ignored); deletes it when absent.
+extends_documentation_fragment:
+- iris_openbao
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    required: true
-  ca_file:
-    description: CA bundle to verify a TLS server with; empty means the system's.
-    type: str
-    default: ''
   token:
     description: Token allowed to manage policies.
-    type: str
-    default: ''
   name:
     description: Policy name.
     type: str

@@ -10,19 +10,11 @@ module: openbao_read
 short_description: Read an OpenBao API path
 description:
 - Read-only, so safe in check mode. A missing path is not an error (I(found) is false).
+extends_documentation_fragment:
+- iris_openbao
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    required: true
-  ca_file:
-    description: CA bundle to verify a TLS server with; empty means the system's.
-    type: str
-    default: ''
   token:
     description: Token allowed to read the path.
-    type: str
-    default: ''
   path:
     description: API path after /v1/.
     type: str

@@ -11,19 +11,11 @@ short_description: Unseal an OpenBao server when it is sealed
 description:
 - Reads C(sys/seal-status); when sealed, submits keys to C(sys/unseal) until it opens.
 - Unsealed already means no change; check mode reports the change without submitting keys.
+extends_documentation_fragment:
+- iris_openbao
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    required: true
-  ca_file:
-    description: CA bundle to verify a TLS server with; empty means the system's.
-    type: str
-    default: ''
   token:
     description: Unused.
-    type: str
-    default: ''
   keys:
     description: Unseal keys (hex or base64); at least the threshold.
     type: list
@@ -31,9 +23,9 @@ options:
     required: true
   join:
     description:
-    - The server is a raft follower joining its cluster through C(retry_join): it reports
-      itself uninitialised until the keys let it answer the leader's challenge, so that is no
-      error. Retry the task until it succeeds (the first attempts may come before the join).
+    - 'The server is a raft follower joining its cluster through C(retry_join): it reports
+      itself uninitialised until the keys let it answer the leader''s challenge, so that is no
+      error. Retry the task until it succeeds (the first attempts may come before the join).'
     type: bool
     default: false
 """
