@@ -6,17 +6,25 @@ imports no Flask so the engine and the CLI can use it freely.
 
 from __future__ import annotations
 
-import math
 import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from iris_runtime import data_layout
+from iris_runtime.env_values import (
+    credential,
+    env_flag,
+    env_float,
+    env_int,
+    env_list,
+    env_ms,
+    env_port,
+)
 from iris_runtime.errors import ConfigError
 from iris_runtime.tls import (
     INSECURE_VARIABLE,
@@ -33,79 +41,6 @@ TOKEN_FILE_NAME = data_layout.API_TOKEN
 # Field names whose values never leave the process unmasked (doctor, logs, reprs).
 SECRET_FIELDS = frozenset({"api_token", "vault_token", "vault_secret_id"})
 SECRETS_MODES = ("store", "proxy", "env")
-
-Number = TypeVar("Number", int, float)
-
-
-def env_number(
-    env: Mapping[str, str],
-    name: str,
-    default: Number,
-    *,
-    minimum: float,
-    maximum: float | None = None,
-    kind: type[Number],
-) -> Number:
-    """``name``'s value as ``kind`` (int or float) within ``[minimum, maximum]``; ``default``
-    when unset or blank. Anything else (text, NaN, infinity) is a ConfigError naming ``name``."""
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        what = "an integer" if kind is int else "a number"
-        raise ConfigError(f"{name} must be {what}, got {raw[:40]!r}") from None
-    if not math.isfinite(value):
-        raise ConfigError(f"{name} must be a finite number, got {raw[:40]!r}")
-    if value < minimum:
-        raise ConfigError(f"{name} must be at least {minimum:g}, got {value:g}")
-    if maximum is not None and value > maximum:
-        raise ConfigError(f"{name} must be at most {maximum:g}, got {value:g}")
-    return value
-
-
-def _env_int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
-    return env_number(env, name, default, minimum=minimum, kind=int)
-
-
-def env_float(env: Mapping[str, str], name: str, default: float) -> float:
-    """A positive number of seconds, hours, ...: zero is refused as well."""
-    value = env_number(env, name, default, minimum=0.0, kind=float)
-    if value <= 0:
-        raise ConfigError(f"{name} must be a positive number, got {value:g}")
-    return value
-
-
-def _env_ms(env: Mapping[str, str], name: str, default_ms: int) -> float:
-    """A duration given in milliseconds, returned in seconds."""
-    return _env_int(env, name, default_ms, minimum=1) / 1000.0
-
-
-def _env_port(env: Mapping[str, str], name: str) -> int | None:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return None
-    port = _env_int(env, name, 0, minimum=1)
-    if port > 65535:
-        raise ConfigError(f"{name} must be a TCP port (1-65535), got {port}")
-    return port
-
-
-# For settings that live with their feature rather than in Settings (custom_agents.settings).
-env_ms = _env_ms
-env_port = _env_port
-
-
-def _env_bool(env: Mapping[str, str], name: str) -> bool:
-    return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _env_list(env: Mapping[str, str], name: str) -> tuple[str, ...] | None:
-    """A comma-separated list; ``None`` when the variable is unset (meaning "no restriction")."""
-    if name not in env:
-        return None
-    return tuple(item.strip() for item in env[name].split(",") if item.strip())
 
 
 @dataclass(frozen=True)
@@ -176,47 +111,47 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = dict(os.environ if environ is None else environ)
         agent_name = env.get("AGENT_NAME", "").strip() or None
-        bridge_port = _env_port(env, "BRIDGE_PORT")
+        bridge_port = env_port(env, "BRIDGE_PORT")
         default_api_port = bridge_port + 100 if bridge_port else 3000
         data_dir = Path(env.get("IRIS_DATA_DIR", "").strip() or DEFAULT_DATA_DIR).expanduser()
         settings = cls(
             data_dir=data_dir.resolve(),
             api_host=env.get("IRIS_API_HOST", "").strip() or "127.0.0.1",
-            api_port=_env_port(env, "IRIS_API_PORT") or default_api_port,
+            api_port=env_port(env, "IRIS_API_PORT") or default_api_port,
             api_token=credential(env, "IRIS_API_TOKEN"),
-            webui_port=_env_port(env, "IRIS_WEBUI_PORT"),
+            webui_port=env_port(env, "IRIS_WEBUI_PORT"),
             bridge_port=bridge_port,
             agent_name=agent_name,
             provider=env.get("IRIS_PROVIDER", "").strip() or "offline",
             model=env.get("IRIS_MODEL", "").strip(),
             subagent_model=env.get("IRIS_SUBAGENT_MODEL", "").strip(),
-            provider_max_retries=_env_int(env, "IRIS_PROVIDER_MAX_RETRIES", 4, minimum=0),
+            provider_max_retries=env_int(env, "IRIS_PROVIDER_MAX_RETRIES", 4, minimum=0),
             provider_stream_timeout_seconds=env_float(
                 env, "IRIS_PROVIDER_STREAM_TIMEOUT_SECONDS", 120.0
             ),
-            max_body_bytes=_env_int(env, "IRIS_MAX_BODY_BYTES", 25 * 1024 * 1024, minimum=1024),
-            max_turns=_env_int(env, "IRIS_MAX_TURNS", 40, minimum=1),
-            threads=_env_int(env, "IRIS_THREADS", 32, minimum=4),
-            max_streams=_env_int(env, "IRIS_MAX_STREAMS", 1024, minimum=1),
-            max_waits=_env_int(env, "IRIS_MAX_WAITS", 256, minimum=1),
+            max_body_bytes=env_int(env, "IRIS_MAX_BODY_BYTES", 25 * 1024 * 1024, minimum=1024),
+            max_turns=env_int(env, "IRIS_MAX_TURNS", 40, minimum=1),
+            threads=env_int(env, "IRIS_THREADS", 32, minimum=4),
+            max_streams=env_int(env, "IRIS_MAX_STREAMS", 1024, minimum=1),
+            max_waits=env_int(env, "IRIS_MAX_WAITS", 256, minimum=1),
             sse_heartbeat_seconds=env_float(env, "IRIS_SSE_HEARTBEAT_SECONDS", 15.0),
             io_timeout_seconds=env_float(env, "IRIS_IO_TIMEOUT_SECONDS", 30.0),
-            lane_main=_env_int(env, "IRIS_LANE_MAIN", 4, minimum=1),
-            lane_subagent=_env_int(env, "IRIS_LANE_SUBAGENT", 8, minimum=1),
-            lane_events=_env_int(env, "IRIS_LANE_EVENTS", 2, minimum=1),
+            lane_main=env_int(env, "IRIS_LANE_MAIN", 4, minimum=1),
+            lane_subagent=env_int(env, "IRIS_LANE_SUBAGENT", 8, minimum=1),
+            lane_events=env_int(env, "IRIS_LANE_EVENTS", 2, minimum=1),
             bash_timeout_seconds=env_float(env, "IRIS_BASH_TIMEOUT_SECONDS", 300.0),
-            tool_output_max_chars=_env_int(env, "IRIS_TOOL_OUTPUT_MAX_CHARS", 30_000, minimum=100),
+            tool_output_max_chars=env_int(env, "IRIS_TOOL_OUTPUT_MAX_CHARS", 30_000, minimum=100),
             sandbox=env.get("IRIS_SANDBOX", "").strip() or "host",
-            bridge_heartbeat_seconds=_env_ms(env, "IRIS_BRIDGE_HEARTBEAT_MS", 10_000),
-            bridge_idle_timeout_seconds=_env_ms(env, "IRIS_BRIDGE_IDLE_TIMEOUT_MS", 300_000),
-            bridge_deadline_seconds=_env_ms(env, "IRIS_BRIDGE_DEADLINE_MS", 4 * 3600_000),
+            bridge_heartbeat_seconds=env_ms(env, "IRIS_BRIDGE_HEARTBEAT_MS", 10_000),
+            bridge_idle_timeout_seconds=env_ms(env, "IRIS_BRIDGE_IDLE_TIMEOUT_MS", 300_000),
+            bridge_deadline_seconds=env_ms(env, "IRIS_BRIDGE_DEADLINE_MS", 4 * 3600_000),
             bridge_job_retention_seconds=3600
             * env_float(env, "IRIS_BRIDGE_JOB_RETENTION_HOURS", 72.0),
             escalation_channel=env.get("IRIS_ESCALATION_CHANNEL", "").strip() or None,
-            events_poll_seconds=_env_ms(env, "IRIS_EVENTS_POLL_MS", 500),
-            events_parse_grace_seconds=_env_ms(env, "IRIS_EVENTS_PARSE_GRACE_MS", 1000),
-            load_plugins=_env_list(env, "IRIS_LOAD_PLUGINS"),
-            trace_plugins=_env_bool(env, "IRIS_TRACE_PLUGINS"),
+            events_poll_seconds=env_ms(env, "IRIS_EVENTS_POLL_MS", 500),
+            events_parse_grace_seconds=env_ms(env, "IRIS_EVENTS_PARSE_GRACE_MS", 1000),
+            load_plugins=env_list(env, "IRIS_LOAD_PLUGINS"),
+            trace_plugins=env_flag(env, "IRIS_TRACE_PLUGINS"),
             log_level=env.get("IRIS_LOG_LEVEL", "").strip().lower() or "info",
             **_secrets_settings(env),
             **_tls_settings(env),
@@ -334,25 +269,6 @@ class Settings:
         return out
 
 
-def credential(env: Mapping[str, str], name: str, *, strip: bool = True) -> str:
-    """A credential from the file named by ``NAME_FILE`` (preferred: a file keeps it out of
-    the process environment of everything Iris starts) or from ``NAME``; '' when neither is
-    set. A file's value is stripped (editors add a newline); ``NAME``'s unless ``strip`` is
-    False (a password may begin or end with a space)."""
-    file_name = env.get(f"{name}_FILE", "").strip()
-    if file_name:
-        try:
-            return Path(file_name).expanduser().read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(f"{name}_FILE: cannot read {file_name}: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(
-                f"{name}_FILE: {file_name} is not UTF-8 text (byte {exc.start})"
-            ) from None
-    value = env.get(name, "")
-    return value.strip() if strip else value
-
-
 def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
     env_file = env.get("IRIS_ENV_FILE", "").strip()
     return {
@@ -362,7 +278,7 @@ def _secrets_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "env_file": Path(env_file).expanduser() if env_file else None,
         "vault_addr": _vault_addrs(
             env.get("IRIS_VAULT_ADDR", "").strip() or env.get("VAULT_ADDR", "").strip(),
-            insecure=_env_bool(env, INSECURE_VARIABLE),
+            insecure=env_flag(env, INSECURE_VARIABLE),
         )
         or "http://127.0.0.1:8200",
         "vault_mount": env.get("IRIS_VAULT_MOUNT", "").strip().strip("/") or "secret",
@@ -389,7 +305,7 @@ def _tls_settings(env: Mapping[str, str]) -> dict[str, Any]:
         "tls_cert": Path(cert).expanduser() if cert else None,
         "tls_key": Path(key).expanduser() if key else None,
         "tls_cacert": env.get("IRIS_TLS_CACERT", "").strip() or None,
-        "insecure_http": _env_bool(env, INSECURE_VARIABLE),
+        "insecure_http": env_flag(env, INSECURE_VARIABLE),
     }
 
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iris_runtime import data_layout
-from iris_runtime.config import Settings, env_float
+from iris_runtime.config import Settings
+from iris_runtime.env_values import env_float
 from iris_runtime.errors import ConfigError
 from iris_runtime.tls import plain_http_refusal
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iris_runtime import data_layout
-from iris_runtime.config import Settings, env_ms, env_port
+from iris_runtime.config import Settings
+from iris_runtime.env_values import env_ms, env_port
 
 REACH_SOCKET_NAME = "reach.sock"
 # The spec's numbers: 30 notes per five minutes for the whole machine, a burst of 10.

@@ -36,7 +36,7 @@ from anthropic.types import (
     ToolParam,
 )
 
-from iris_runtime.config import Settings, env_number
+from iris_runtime.config import Settings
 from iris_runtime.engine.provider import (
     Message,
     ProviderEvent,
@@ -47,6 +47,7 @@ from iris_runtime.engine.provider import (
     ToolCallEvent,
     Usage,
 )
+from iris_runtime.env_values import env_number
 from iris_runtime.errors import ConfigError
 from iris_runtime.providers import interrupt
 from iris_runtime.providers.keys import KeyResolver, env_key

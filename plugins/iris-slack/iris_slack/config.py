@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from iris_runtime.config import credential
+from iris_runtime.env_values import credential
 from iris_runtime.errors import ConfigError
 
 APP_TOKEN = "IRIS_SLACK_APP_TOKEN"  # noqa: S105 (variable names, not values)

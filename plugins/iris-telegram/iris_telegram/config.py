@@ -12,7 +12,7 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from iris_runtime.config import credential, env_number
+from iris_runtime.env_values import credential, env_number
 from iris_runtime.errors import ConfigError
 
 TOKEN_VARIABLE = "TELEGRAM_BOT_TOKEN"  # noqa: S105 (a variable name)

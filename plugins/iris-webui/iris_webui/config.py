@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iris_runtime.config import Settings, credential, env_number
+from iris_runtime.config import Settings
+from iris_runtime.env_values import credential, env_number
 from iris_runtime.tools.environment import is_withheld
 
 PASSWORD_VARIABLE = "IRIS_WEBUI_PASSWORD"  # noqa: S105 (a variable name)
