@@ -293,12 +293,18 @@ def _comm(pid: int) -> str:
         return ""
 
 
+def checkout_host(rootfs: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NspawnHost]:
+    """The body of an ``nspawn_host`` fixture, whatever its scope: ``rootfs`` booted with
+    systemd as PID 1, this checkout inside it."""
+    require_root_and("systemd-nspawn", "nsenter")
+    log_file = tmp_path_factory.mktemp("nspawn") / "console.log"
+    with NspawnHost(rootfs, binds_ro=checkout_binds(), log_file=log_file) as host:
+        yield host
+
+
 @pytest.fixture(scope="module")
 def nspawn_host(
     debian_rootfs: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[NspawnHost]:
     """The shared rootfs booted with systemd as PID 1; this checkout runs inside it."""
-    require_root_and("systemd-nspawn", "nsenter")
-    log_file = tmp_path_factory.mktemp("nspawn") / "console.log"
-    with NspawnHost(debian_rootfs, binds_ro=checkout_binds(), log_file=log_file) as host:
-        yield host
+    yield from checkout_host(debian_rootfs, tmp_path_factory)

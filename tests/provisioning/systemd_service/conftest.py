@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.provisioning.nspawn import NspawnHost, checkout_binds
-from tests.provisioning.rootfs import debian_rootfs, require_root_and  # noqa: F401 (fixture)
+from tests.provisioning.nspawn import NspawnHost, checkout_host
+from tests.provisioning.rootfs import debian_rootfs  # noqa: F401 (fixture)
 from tests.provisioning.systemd_units import service  # noqa: F401 (fixture)
 
 
@@ -18,7 +18,4 @@ def nspawn_host(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[NspawnHost]:
     """The shared rootfs booted with systemd as PID 1; this checkout runs inside it."""
-    require_root_and("systemd-nspawn", "nsenter")
-    log_file = tmp_path_factory.mktemp("nspawn") / "console.log"
-    with NspawnHost(debian_rootfs, binds_ro=checkout_binds(), log_file=log_file) as host:
-        yield host
+    yield from checkout_host(debian_rootfs, tmp_path_factory)
