@@ -52,7 +52,7 @@ class RouteRequest:
 
     def slash_command(self, *names: str) -> tuple[str, str] | None:
         """``(name, rest)`` when the message is ``/name rest`` for one of ``names`` (any case;
-        also as Telegram writes a command addressed to one bot, ``/name@iris_bot``); else None.
+        also as a chat platform writes a command addressed to one bot, ``/name@iris_bot``); else None.
         ``name`` comes back as given in ``names``, ``rest`` stripped."""
         match = _slash_command(names).fullmatch(self.event.text.strip())
         if match is None:

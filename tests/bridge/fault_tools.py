@@ -222,12 +222,17 @@ def children_of(pid: int) -> list[int]:
 def kill_hard(server: IrisServer) -> None:
     """SIGKILL the gunicorn master and its worker(s), leaving nothing to finish gracefully.
 
-    The master goes first: killed after its worker, it could fork a replacement in between, and
-    that orphan would keep serving the ports."""
+    The workers are frozen (SIGSTOP) first: a worker that saw its master die before its own
+    SIGKILL arrived would shut down gracefully ("Parent changed"), stopping the agents Iris
+    supervises, which no crash does. The master is killed before them: killed after a worker,
+    it could fork a replacement in between, and that orphan would keep serving the ports."""
     assert server.process is not None
     master = server.process.pid
     workers = children_of(master)
     assert workers, "gunicorn has no worker to kill"
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
     os.kill(master, signal.SIGKILL)
     server.process.wait(10)
     for pid in workers:
