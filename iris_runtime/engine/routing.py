@@ -51,9 +51,10 @@ class RouteRequest:
     output: RunOutput | None = None
 
     def slash_command(self, *names: str) -> tuple[str, str] | None:
-        """``(name, rest)`` when the message is ``/name rest`` for one of ``names`` (any case;
-        also as a chat platform writes a command addressed to one bot, ``/name@iris_bot``); else None.
-        ``name`` comes back as given in ``names``, ``rest`` stripped."""
+        """``(name, rest)`` when the message is ``/name rest`` for one of ``names``, else None.
+
+        Any case matches, and so does a command a chat platform addresses to one bot
+        (``/name@iris_bot``). ``name`` comes back as given in ``names``, ``rest`` stripped."""
         match = _slash_command(names).fullmatch(self.event.text.strip())
         if match is None:
             return None
