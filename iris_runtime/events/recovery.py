@@ -8,13 +8,15 @@ one too): a run cut short (a shutdown, a crash, a stop) or one that failed is de
 at most :data:`MAX_DELIVERIES` times in all. So, per unsettled firing:
 
 * it ran: any file left behind is removed (a crash between acceptance and removal);
-* pending, did not run, file unchanged: left alone; the watcher schedules the file again and
-  delivery re-offers it with its recorded prompt;
+* pending (never taken by a queue), did not run, file unchanged: left alone; the watcher
+  schedules the file again and delivery re-offers it with its recorded prompt;
 * pending, and the file was deleted or replaced while Iris was down: forgotten (moot);
-* accepted (or done) but did not run (lost with the in-memory queue, or cut short): delivered
-  again from the recorded prompt; its file, if still there, is removed only once that delivery
-  is accepted (and the watcher has seen the file, so a late report of it is not taken for a
-  new one), so a crash meanwhile loses nothing either;
+* taken once (accepted or done, or pending again while being delivered again; see
+  :attr:`Firing.was_taken`) but did not run (lost with the in-memory queue, or cut short):
+  delivered again from the recorded prompt, whatever became of its file (the first delivery
+  may have removed it). Its file, if still there, is removed only once that delivery is accepted
+  (and the watcher has seen the file, so a late report of it is not taken for a new one), so a
+  crash meanwhile loses nothing either;
 * the channel's log cannot be read: nothing is decided. The firing is neither re-run nor removed,
   and its file is not delivered either; verification is tried again every
   :data:`VERIFY_RETRY_SECONDS` until the log can be read.
@@ -129,7 +131,7 @@ class Recovery:
             elif ran:
                 self._remove_leftover(row)
                 self._store.settle([row.ident])
-            elif row.state != "pending":
+            elif row.was_taken:
                 revived.extend(self._revive(row))
             elif self._file_digest(row.event) != row.digest:
                 self._store.forget([row.ident])  # deleted or replaced while Iris was down

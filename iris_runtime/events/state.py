@@ -71,6 +71,13 @@ class Firing:
     def ident(self) -> tuple[str, str]:
         return (self.event, self.key)
 
+    @property
+    def was_taken(self) -> bool:
+        """Whether a channel's queue took this firing once: it is accepted or done, or pending
+        again because start-up is delivering it again (only that raises ``attempts``). Its file
+        may be gone then, consumed by the first delivery: the record alone says what to run."""
+        return self.state != "pending" or self.attempts > 1
+
     def with_state(self, state: FiringState) -> Firing:
         return replace(self, state=state)
 

@@ -326,3 +326,30 @@ def test_a_file_read_by_the_watcher_while_it_is_removed_does_not_run_again(
     del bench.iris.env[PREEMPTED]
     sentinels = restart_and_drain(bench.iris, [CHANNEL], "preempted")
     assert bench.finished([text, *sentinels]) == {text: 1, **{s: 1 for s in sentinels}}
+
+
+def test_an_event_delivered_again_survives_a_crash_before_its_queue_takes_it(
+    bench: Bench,
+) -> None:
+    """Its file consumed and Iris killed mid-run; the next worker delivers it again from its
+    record and is killed before the queue takes it; the third must deliver it again too. (It
+    forgot it: the re-delivery had been recorded as a fresh pending firing, and a pending firing
+    whose file is gone reads as one deleted while Iris was down. The run-cut-short trials lost
+    3 of 20 this way on a loaded machine.)"""
+    text = "event delivered again then killed before taken"
+    bench.answer_with(HOLD)
+    master = bench.iris.process
+    assert master is not None
+    master.send_signal(signal.SIGSTOP)  # no successor until the second failpoint is armed
+    try:
+        arm(bench.armed, "events.done_recorded")  # file removed, its run under way
+        drop(bench.data_dir, "again", immediate(CHANNEL, text))
+        wait_until(lambda: not bench.armed.exists(), "events.done_recorded to fire")
+        bench.answer_with(ANSWER)
+        arm(bench.armed, "events.pending_recorded")  # the second worker's re-delivery
+    finally:
+        master.send_signal(signal.SIGCONT)
+    wait_until(lambda: not bench.armed.exists(), "events.pending_recorded to fire")
+    wait_until(lambda: bench.finished([text])[text] >= 1, "the run delivered a third time")
+    sentinels = restart_and_drain(bench.iris, [CHANNEL], "again")
+    assert bench.finished([text, *sentinels]) == {text: 1, **{s: 1 for s in sentinels}}

@@ -293,10 +293,14 @@ def test_json_messages_become_short_lines() -> None:
     assert describe({"type": "version", "terraform": "1.11.4"}) is None
 
 
+# The driver takes Ctrl-C as a terminal's foreground process does, whatever the suite inherited
+# (a shell that starts it in the background leaves SIGINT ignored, and children keep that).
 SLOW_APPLY = """\
+import signal
 import sys
 from pathlib import Path
 from iris_runtime.provision.terraform import Terraform
+signal.signal(signal.SIGINT, signal.default_int_handler)
 tf = Terraform(Path(sys.argv[1]), state_dir=Path(sys.argv[2]))
 tf.init()
 try:
