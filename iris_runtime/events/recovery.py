@@ -161,12 +161,16 @@ class Recovery:
         return None if finished is None else row.prompt in finished
 
     def _revive(self, row: Firing) -> list[Firing]:
-        if row.attempts >= MAX_DELIVERIES:
+        # A re-delivery still recorded pending never reached a queue as far as the record knows
+        # (a stop or a crash came first): it is not counted, or restarts alone would use up an
+        # event's deliveries.
+        delivered = row.attempts - 1 if row.state == "pending" else row.attempts
+        if delivered >= MAX_DELIVERIES:
             log.error(
                 "events: %s was delivered %d times but never ran to its end on %s; giving up "
                 "on it: %s",
                 row.event,
-                row.attempts,
+                delivered,
                 row.channel,
                 row.prompt[:200],
             )
@@ -175,12 +179,12 @@ class Recovery:
             self._store.settle([row.ident])
             return []
         log.warning(
-            "events: %s was accepted by %s but did not run to its end (Iris stopped first); "
+            "events: %s was delivered to %s but did not run to its end (Iris stopped first); "
             "delivering it again",
             row.event,
             row.channel,
         )
-        return [replace(row, attempts=row.attempts + 1)]
+        return [replace(row, attempts=delivered + 1)]
 
     def _remove_leftover(self, row: Firing) -> None:
         if self._file_digest(row.event) == row.digest and self._remove(row, "it already ran"):

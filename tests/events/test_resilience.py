@@ -321,6 +321,31 @@ def test_a_run_that_never_goes_to_its_end_is_given_up_and_settled(harness: Harne
     store.close()
 
 
+def test_a_run_delivered_again_keeps_its_deliveries_over_restarts_that_never_reach_a_queue(
+    harness: Harness,
+) -> None:
+    """Cut short after its file was consumed, then two starts that stop before its queue takes
+    the re-delivery: neither counts as a delivery, so the run is still delivered (it was given
+    up as delivered three times, and before that forgotten as a file deleted meanwhile)."""
+    harness.transport.outcome["wake"] = "stopped"
+    first = harness.service()
+    path = harness.write("events/wake.json", immediate(text="wake"))
+    harness.step(first)
+    first.stop()
+    assert texts(harness) == ["wake"] and not path.exists()
+    harness.transport.outcome.clear()
+    harness.transport.fail_with = EngineStopping("Iris is shutting down")
+    for _ in range(2):
+        stopping = harness.service()
+        harness.step(stopping)
+        stopping.stop()
+    harness.transport.fail_with = None
+    last = harness.service()
+    harness.step(last)
+    harness.step(last, 60)
+    assert texts(harness) == ["wake", "wake"]
+
+
 # -- what would otherwise only grow ------------------------------------------------------------
 
 WEEK = 7 * 24 * 3600.0
