@@ -11,8 +11,8 @@ at most :data:`MAX_DELIVERIES` times in all. So, per unsettled firing:
 * pending (never taken by a queue), did not run, file unchanged: left alone; the watcher
   schedules the file again and delivery re-offers it with its recorded prompt;
 * pending, and the file was deleted or replaced while Iris was down: forgotten (moot);
-* taken once (accepted or done, or pending again while being delivered again; see
-  :attr:`Firing.was_taken`) but did not run (lost with the in-memory queue, or cut short):
+* taken by a queue before (accepted or done, or pending again while being delivered again; see
+  :attr:`Firing.deliveries`) but did not run (lost with the in-memory queue, or cut short):
   delivered again from the recorded prompt, whatever became of its file (the first delivery
   may have removed it). Its file, if still there, is removed only once that delivery is accepted
   (and the watcher has seen the file, so a late report of it is not taken for a new one), so a
@@ -131,7 +131,7 @@ class Recovery:
             elif ran:
                 self._remove_leftover(row)
                 self._store.settle([row.ident])
-            elif row.was_taken:
+            elif row.deliveries > 0:
                 revived.extend(self._revive(row))
             elif self._file_digest(row.event) != row.digest:
                 self._store.forget([row.ident])  # deleted or replaced while Iris was down
@@ -161,10 +161,8 @@ class Recovery:
         return None if finished is None else row.prompt in finished
 
     def _revive(self, row: Firing) -> list[Firing]:
-        # A re-delivery still recorded pending never reached a queue as far as the record knows
-        # (a stop or a crash came first): it is not counted, or restarts alone would use up an
-        # event's deliveries.
-        delivered = row.attempts - 1 if row.state == "pending" else row.attempts
+        # Only deliveries a queue took count: restarts alone must not use up an event's tries.
+        delivered = row.deliveries
         if delivered >= MAX_DELIVERIES:
             log.error(
                 "events: %s was delivered %d times but never ran to its end on %s; giving up "

@@ -72,11 +72,12 @@ class Firing:
         return (self.event, self.key)
 
     @property
-    def was_taken(self) -> bool:
-        """Whether a channel's queue took this firing once: it is accepted or done, or pending
-        again because start-up is delivering it again (only that raises ``attempts``). Its file
-        may be gone then, consumed by the first delivery: the record alone says what to run."""
-        return self.state != "pending" or self.attempts > 1
+    def deliveries(self) -> int:
+        """How many times a channel's queue took this firing, as far as its record knows.
+        ``attempts`` counts the deliveries started (start-up raises it to deliver one again);
+        the latest is taken once the firing is no longer pending. A firing taken before may have
+        lost its file to that delivery: its record alone then says what to run."""
+        return self.attempts - 1 if self.state == "pending" else self.attempts
 
     def with_state(self, state: FiringState) -> Firing:
         return replace(self, state=state)
